@@ -1,0 +1,259 @@
+"""The declarative schema engine: fields with the versions they exist in, encoded and decoded
+for any version, flexible (compact + tagged fields) or not.
+
+Messages are plain dicts keyed by snake_case field names; a field absent from a dict is written
+as its default, and a field absent from a version decodes as its default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .primitives import ZERO_UUID, Reader, Writer
+
+ANY = 32767  # "N+" in Kafka's JSON specs
+
+# Primitive type names, as in Kafka's JSON message specs (lower-cased).
+PRIMITIVES = frozenset(
+    {"bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64", "string", "bytes",
+     "records", "uuid"}
+)
+
+FieldType = Union[str, "Struct", "Array"]
+
+
+@dataclass(frozen=True)
+class Array:
+    item: FieldType
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: FieldType
+    versions: tuple[int, int] = (0, ANY)
+    nullable: tuple[int, int] | None = None
+    tag: int | None = None
+    tagged_versions: tuple[int, int] | None = None
+    default: Any = None
+
+    def present_in(self, version: int) -> bool:
+        lo, hi = self.tagged_versions if self.tag is not None and self.tagged_versions else self.versions
+        return lo <= version <= hi
+
+    def nullable_in(self, version: int) -> bool:
+        return self.nullable is not None and self.nullable[0] <= version <= self.nullable[1]
+
+
+@dataclass(frozen=True)
+class Struct:
+    fields: tuple[Field, ...]
+    _plans: dict[int, tuple[tuple[Field, ...], dict[int, Field]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def plan(self, version: int) -> tuple[tuple[Field, ...], dict[int, Field]]:
+        """The untagged fields in wire order and the tagged fields by tag, for one version."""
+        cached = self._plans.get(version)
+        if cached is None:
+            present = [f for f in self.fields if f.present_in(version)]
+            cached = (
+                tuple(f for f in present if f.tag is None),
+                {f.tag: f for f in present if f.tag is not None},
+            )
+            self._plans[version] = cached
+        return cached
+
+
+def F(name: str, type_: FieldType, v: str = "0+", *, null: str | None = None, tag: int | None = None,
+      default: Any = None) -> Field:
+    """Shorthand mirroring the JSON specs: F("member_id", "string", "0+", null="3+")."""
+    versions = parse_versions(v)
+    return Field(name, type_, versions, parse_versions(null) if null else None, tag,
+                 versions if tag is not None else None, default)
+
+
+def S(*fields: Field) -> Struct:
+    return Struct(tuple(fields))
+
+
+def A(item: FieldType) -> Array:
+    return Array(item)
+
+
+def parse_versions(text: str) -> tuple[int, int]:
+    """'3+' -> (3, ANY); '1-4' -> (1, 4); '2' -> (2, 2); 'none' -> an empty range."""
+    if text == "none":
+        return (1, 0)
+    if text.endswith("+"):
+        return (int(text[:-1]), ANY)
+    lo, _, hi = text.partition("-")
+    return (int(lo), int(hi or lo))
+
+
+# ---------------------------------------------------------------- defaults
+
+def default_value(f: Field, version: int) -> Any:
+    if f.default is not None:
+        return f.default
+    t = f.type
+    if f.nullable_in(version) and t in ("string", "bytes", "records"):
+        return None
+    if isinstance(t, Array):
+        return []
+    if isinstance(t, Struct):
+        return decode_defaults(t, version)
+    return _ZERO[t]
+
+
+_ZERO: dict[str, Any] = {
+    "bool": False, "int8": 0, "int16": 0, "uint16": 0, "int32": 0, "uint32": 0, "int64": 0,
+    "float64": 0.0, "string": "", "bytes": b"", "records": None, "uuid": ZERO_UUID,
+}
+
+
+def decode_defaults(struct: Struct, version: int) -> dict[str, Any]:
+    return {f.name: default_value(f, version) for f in struct.fields}
+
+
+# ---------------------------------------------------------------- encoding
+
+def encode_struct(w: Writer, struct: Struct, value: Mapping[str, Any], version: int, flexible: bool) -> None:
+    untagged, tagged = struct.plan(version)
+    for f in untagged:
+        _encode_value(w, f.type, _get(value, f, version), version, flexible)
+    if flexible:
+        _encode_tagged(w, tagged, value, version)
+
+
+def _get(value: Mapping[str, Any], f: Field, version: int) -> Any:
+    v = value.get(f.name, _MISSING)
+    return default_value(f, version) if v is _MISSING else v
+
+
+_MISSING = object()
+
+
+def _encode_tagged(w: Writer, tagged: dict[int, Field], value: Mapping[str, Any], version: int) -> None:
+    present = []
+    for tag in sorted(tagged):
+        f = tagged[tag]
+        v = value.get(f.name, _MISSING)
+        if v is not _MISSING and v != default_value(f, version):
+            present.append((tag, f, v))
+    w.uvarint(len(present))
+    for tag, f, v in present:
+        inner = Writer()
+        _encode_value(inner, f.type, v, version, True)
+        w.uvarint(tag)
+        w.uvarint(len(inner.buf))
+        w.raw(inner.buf)
+
+
+def _encode_value(w: Writer, t: FieldType, v: Any, version: int, flexible: bool) -> None:
+    if isinstance(t, str):
+        _ENCODERS[(t, flexible)](w, v)
+    elif isinstance(t, Array):
+        w.array_length(None if v is None else len(v), flexible)
+        for item in v or ():
+            _encode_value(w, t.item, item, version, flexible)
+    else:
+        encode_struct(w, t, v, version, flexible)
+
+
+def _enc(name: str) -> Callable[[Writer, Any], None]:
+    method: Callable[[Writer, Any], None] = getattr(Writer, name)
+    return method
+
+
+_ENCODERS: dict[tuple[str, bool], Callable[[Writer, Any], None]] = {}
+for _flex in (False, True):
+    for _name, _method in (("bool", "boolean"), ("int8", "int8"), ("int16", "int16"),
+                           ("uint16", "uint16"), ("int32", "int32"), ("uint32", "uint32"),
+                           ("int64", "int64"), ("float64", "float64"), ("uuid", "uuid")):
+        _ENCODERS[(_name, _flex)] = _enc(_method)
+    _ENCODERS[("string", _flex)] = _enc("compact_string" if _flex else "string")
+    _ENCODERS[("bytes", _flex)] = _enc("compact_bytes" if _flex else "bytes_")
+    _ENCODERS[("records", _flex)] = _enc("compact_bytes" if _flex else "bytes_")
+
+
+# ---------------------------------------------------------------- decoding
+
+def decode_struct(r: Reader, struct: Struct, version: int, flexible: bool) -> dict[str, Any]:
+    untagged, tagged = struct.plan(version)
+    out: dict[str, Any] = {}
+    for f in untagged:
+        out[f.name] = _decode_value(r, f.type, version, flexible)
+    if flexible:
+        _decode_tagged(r, tagged, out, version)
+    if len(out) != len(struct.fields):
+        for f in struct.fields:
+            if f.name not in out:
+                out[f.name] = default_value(f, version)
+    return out
+
+
+def _decode_tagged(r: Reader, tagged: dict[int, Field], out: dict[str, Any], version: int) -> None:
+    count = r.uvarint()
+    if count > r.remaining:
+        r.fail(f"{count} tagged fields cannot fit")
+        return
+    for _ in range(count):
+        tag = r.uvarint()
+        size = r.uvarint()
+        f = tagged.get(tag)
+        if f is None or r.error is not None:
+            r.skip(size)  # unknown tags are for newer clients: skip them
+            continue
+        end = r.pos + size
+        out[f.name] = _decode_value(r, f.type, version, True)
+        if r.pos != end and r.error is None:
+            r.fail(f"tagged field {f.name} used {r.pos - end + size} of {size} bytes")
+
+
+def _decode_value(r: Reader, t: FieldType, version: int, flexible: bool) -> Any:
+    if isinstance(t, str):
+        return _DECODERS[(t, flexible)](r)
+    if isinstance(t, Array):
+        n = r.array_length(flexible)
+        if n < 0:
+            return None
+        return [_decode_value(r, t.item, version, flexible) for _ in range(n)]
+    return decode_struct(r, t, version, flexible)
+
+
+def _dec(name: str) -> Callable[[Reader], Any]:
+    method: Callable[[Reader], Any] = getattr(Reader, name)
+    return method
+
+
+_DECODERS: dict[tuple[str, bool], Callable[[Reader], Any]] = {}
+for _flex in (False, True):
+    for _name, _method in (("bool", "boolean"), ("int8", "int8"), ("int16", "int16"),
+                           ("uint16", "uint16"), ("int32", "int32"), ("uint32", "uint32"),
+                           ("int64", "int64"), ("float64", "float64"), ("uuid", "uuid")):
+        _DECODERS[(_name, _flex)] = _dec(_method)
+    _DECODERS[("string", _flex)] = _dec("compact_string" if _flex else "string")
+    _DECODERS[("records", _flex)] = _dec("compact_bytes_view" if _flex else "bytes_view")
+
+_DECODERS[("bytes", False)] = lambda r: _to_bytes(r.bytes_view())
+_DECODERS[("bytes", True)] = lambda r: _to_bytes(r.compact_bytes_view())
+
+
+def _to_bytes(view: memoryview | None) -> bytes | None:
+    return None if view is None else bytes(view)
+
+
+def validate_schema(struct: Struct, seen: Sequence[str] = ()) -> None:
+    """Catch typos in hand-written schemas at import time of the tests."""
+    names = [f.name for f in struct.fields]
+    if len(names) != len(set(names)):
+        raise ValueError(f"duplicate field names in {seen}: {names}")
+    for f in struct.fields:
+        t = f.type.item if isinstance(f.type, Array) else f.type
+        if isinstance(t, Struct):
+            validate_schema(t, (*seen, f.name))
+        elif t not in PRIMITIVES:
+            raise ValueError(f"unknown type {t!r} for field {'.'.join((*seen, f.name))}")

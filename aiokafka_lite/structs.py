@@ -1,0 +1,76 @@
+"""Plain value types shared by every layer (no I/O here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str = ""
+    leader_epoch: int | None = None
+
+
+class TimestampType:
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class ConsumerRecord(NamedTuple):
+    """One record as handed to the user. A NamedTuple: cheap to build on the hot path."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: Sequence[tuple[str, bytes | None]]
+    leader_epoch: int | None = None
+
+
+class ConsumerRecords(Sequence[ConsumerRecord]):
+    """The result of one poll(): records in fetch order, with a per-partition view."""
+
+    __slots__ = ("_by_partition", "_records")
+
+    def __init__(self, by_partition: dict[TopicPartition, list[ConsumerRecord]] | None = None) -> None:
+        self._by_partition = by_partition or {}
+        self._records: list[ConsumerRecord] | None = None
+
+    def _flat(self) -> list[ConsumerRecord]:
+        if self._records is None:
+            self._records = [r for batch in self._by_partition.values() for r in batch]
+        return self._records
+
+    def __len__(self) -> int:
+        return sum(len(batch) for batch in self._by_partition.values())
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        for batch in self._by_partition.values():
+            yield from batch
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._flat()[index]
+
+    def __bool__(self) -> bool:
+        return any(self._by_partition.values())
+
+    def partitions(self) -> set[TopicPartition]:
+        return {tp for tp, batch in self._by_partition.items() if batch}
+
+    def records(self, tp: TopicPartition) -> list[ConsumerRecord]:
+        return self._by_partition.get(tp, [])
+
+    def by_partition(self) -> dict[TopicPartition, list[ConsumerRecord]]:
+        return dict(self._by_partition)
+
+    def __repr__(self) -> str:
+        return f"ConsumerRecords({len(self)} records from {len(self.partitions())} partitions)"
