@@ -214,7 +214,9 @@ class Reader:
     def string(self) -> str | None:
         n = self.int16()
         if n < 0:
-            return None if n == -1 else self._bad_length(n)
+            if n != -1:
+                self._bad_length(n)
+            return None
         return self._text(n) if n else ""
 
     def compact_string(self) -> str | None:
@@ -233,7 +235,9 @@ class Reader:
         """Nullable int32-length bytes as a zero-copy view."""
         n = self.int32()
         if n < 0:
-            return None if n == -1 else self._bad_length(n)
+            if n != -1:
+                self._bad_length(n)
+            return None
         return self._view(n)
 
     def compact_bytes_view(self) -> memoryview | None:

@@ -99,13 +99,20 @@ def default_value(f: Field, version: int) -> Any:
     if f.default is not None:
         return f.default
     t = f.type
-    if f.nullable_in(version) and t in ("string", "bytes", "records"):
+    if t in ("string", "bytes", "records") and (f.nullable_in(version) or _nullable_throughout(f)):
         return None
     if isinstance(t, Array):
         return []
     if isinstance(t, Struct):
         return decode_defaults(t, version)
     return _ZERO[t]
+
+
+def _nullable_throughout(f: Field) -> bool:
+    """Nullable in every version it exists in: the specs' `"default": "null"` fields (which Kafka
+    requires to be nullable throughout) then read as None also in versions that lack them, e.g. a
+    JoinGroup v4 member's group_instance_id (v5+)."""
+    return f.nullable is not None and f.nullable[0] <= f.versions[0] and f.nullable[1] >= f.versions[1]
 
 
 _ZERO: dict[str, Any] = {

@@ -19,15 +19,15 @@ RESPONSE = S(
     ))),
     F("throttle_time_ms", "int32", "1+"),
     F("supported_features", A(S(
-        F("name", "string"),
-        F("min_version", "int16"),
-        F("max_version", "int16"),
+        F("name", "string", "3+"),
+        F("min_version", "int16", "3+"),
+        F("max_version", "int16", "3+"),
     )), "3+", tag=0),
     F("finalized_features_epoch", "int64", "3+", tag=1, default=-1),
     F("finalized_features", A(S(
-        F("name", "string"),
-        F("max_version_level", "int16"),
-        F("min_version_level", "int16"),
+        F("name", "string", "3+"),
+        F("max_version_level", "int16", "3+"),
+        F("min_version_level", "int16", "3+"),
     )), "3+", tag=2),
     F("zk_migration_ready", "bool", "3+", tag=3),
 )

@@ -1,0 +1,52 @@
+"""One declarative schema per Kafka API key, and a table of them by key."""
+
+from __future__ import annotations
+
+from ..api import Api
+from .api_versions import API_VERSIONS
+from .create_topics import CREATE_TOPICS
+from .describe_groups import DESCRIBE_GROUPS
+from .fetch import FETCH
+from .find_coordinator import FIND_COORDINATOR
+from .heartbeat import HEARTBEAT
+from .join_group import JOIN_GROUP
+from .leave_group import LEAVE_GROUP
+from .list_groups import LIST_GROUPS
+from .list_offsets import LIST_OFFSETS
+from .metadata import METADATA
+from .offset_commit import OFFSET_COMMIT
+from .offset_fetch import OFFSET_FETCH
+from .produce import PRODUCE
+from .sasl_authenticate import SASL_AUTHENTICATE
+from .sasl_handshake import SASL_HANDSHAKE
+from .sync_group import SYNC_GROUP
+
+APIS_BY_KEY: dict[int, Api] = {
+    api.key: api
+    for api in (
+        PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
+        JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
+        SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, SASL_AUTHENTICATE,
+    )
+}
+
+__all__ = [
+    "APIS_BY_KEY",
+    "API_VERSIONS",
+    "CREATE_TOPICS",
+    "DESCRIBE_GROUPS",
+    "FETCH",
+    "FIND_COORDINATOR",
+    "HEARTBEAT",
+    "JOIN_GROUP",
+    "LEAVE_GROUP",
+    "LIST_GROUPS",
+    "LIST_OFFSETS",
+    "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_FETCH",
+    "PRODUCE",
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
+    "SYNC_GROUP",
+]
