@@ -25,6 +25,10 @@ class IllegalStateError(KafkaError, RuntimeError):
     """The API was used in a state that does not allow it (e.g. poll before subscribe)."""
 
 
+class InvalidArgumentError(KafkaError, ValueError):
+    """An API call got an argument it cannot use (a negative timeout, an unknown partition type...)."""
+
+
 class ConsumerClosedError(IllegalStateError):
     """The consumer was closed; distinct from cancellation of the caller's task."""
 

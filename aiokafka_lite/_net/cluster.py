@@ -1,0 +1,390 @@
+"""Bootstrap, the metadata cache, a connection pool, and group coordinator lookup.
+
+The pool keeps one shared connection per broker for metadata, fetches and offsets. The group
+coordinator gets a dedicated connection of its own, so heartbeats never queue behind a long-poll
+fetch pipelined on the shared connection to the same broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import (
+    BrokerError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProtocolDecodeError,
+)
+from ..protocol.api import Api
+from ..protocol.messages import FIND_COORDINATOR, METADATA
+from ..structs import TopicPartition
+from .backoff import Backoff
+from .connection import DEFAULT, Connection, Timeout, _Default
+from .exceptions import map_exceptions
+from .metadata import BrokerInfo, MetadataCache
+from .options import ConnectionOptions
+
+log = logging.getLogger("aiokafka_lite.net")
+
+# Failures worth trying another broker (or the same one again) for.
+TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, ProtocolDecodeError)
+GROUP_KEY_TYPE = 0
+
+
+class Cluster:
+    """What the consumer knows about the cluster, and its connections to it."""
+
+    def __init__(self, options: ConnectionOptions, bootstrap_servers: Sequence[tuple[str, int]]) -> None:
+        if not bootstrap_servers:
+            raise ValueError("at least one bootstrap server is needed")
+        self.options = options
+        self.bootstrap_servers = [(host, int(port)) for host, port in bootstrap_servers]
+        self.metadata = MetadataCache()
+        self._pool: dict[int, Connection] = {}
+        self._pool_locks: dict[int, asyncio.Lock] = {}
+        self._backoffs: dict[tuple[str, int], Backoff] = {}
+        self._coordinators: dict[str, BrokerInfo] = {}
+        self._coordinator_conns: dict[str, Connection] = {}
+        self._coordinator_locks: dict[str, asyncio.Lock] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def _seconds(self, timeout: Timeout) -> float | None:
+        return self.options.request_timeout if isinstance(timeout, _Default) else timeout
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("the cluster client is closed")
+
+    # ------------------------------------------------------------------ bootstrap and metadata
+
+    async def bootstrap(self, timeout: Timeout = DEFAULT) -> None:
+        """Try the bootstrap servers in order, in rounds with backoff, until a Metadata round trip works."""
+        self._check_open()
+        seconds = self._seconds(timeout)
+        errors: dict[str, KafkaError] = {}
+        try:
+            async with asyncio.timeout(seconds):
+                await self._bootstrap_rounds(errors)
+        except KafkaError:
+            raise
+        except TimeoutError as exc:
+            detail = "; ".join(f"{server}: {err}" for server, err in errors.items()) or "no answer"
+            raise KafkaTimeoutError(
+                f"could not bootstrap from {_servers(self.bootstrap_servers)} within {seconds}s ({detail})"
+            ) from exc
+
+    async def _bootstrap_rounds(self, errors: dict[str, KafkaError]) -> None:
+        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
+        while True:
+            for host, port in self.bootstrap_servers:
+                try:
+                    await self._bootstrap_from(host, port)
+                    return
+                except (*TRANSIENT, BrokerError) as exc:
+                    log.info("bootstrap server %s:%d failed: %s", host, port, exc)
+                    errors[f"{host}:{port}"] = exc
+            backoff.failed(time.monotonic())
+            await asyncio.sleep(backoff.delay())
+
+    async def _bootstrap_from(self, host: str, port: int) -> None:
+        conn = await Connection.open(host, port, self.options)
+        try:
+            await self._refresh_on(conn, None)
+        except BaseException:
+            await conn.close()
+            raise
+        adopted = next((b.node_id for b in self.metadata.brokers.values()
+                        if (b.host, b.port) == (host, port) and b.node_id not in self._pool), None)
+        if adopted is None:
+            await conn.close()
+        else:  # the bootstrap address is an advertised broker: keep the connection as its pool entry
+            conn.node_id = adopted
+            self._pool[adopted] = conn
+
+    async def refresh_metadata(self, topics: Sequence[str] | None = None,
+                               timeout: Timeout = DEFAULT) -> None:
+        """Ask one broker for metadata (None: every topic), trying others, then the bootstrap list."""
+        self._check_open()
+        seconds = self._seconds(timeout)
+        wanted = None if topics is None else list(topics)
+        with map_exceptions(f"refreshing metadata for {'all topics' if wanted is None else wanted}", seconds):
+            async with asyncio.timeout(seconds):
+                for node_id in self._candidate_nodes():
+                    try:
+                        await self._refresh_on(await self.connection(node_id), wanted)
+                        return
+                    except TRANSIENT as exc:
+                        log.info("metadata from node %d failed: %s", node_id, exc)
+                # No known broker answered: start over from the bootstrap list (all topics).
+                await self._bootstrap_rounds({})
+
+    async def _refresh_on(self, conn: Connection, topics: list[str] | None) -> None:
+        version = conn.version_for(METADATA)
+        response = await conn.send(METADATA, version, metadata_request(version, topics))
+        if response["error_code"]:
+            raise BrokerError(response["error_code"], f"Metadata from {conn}")
+        self.metadata.update(response, topics, time.monotonic())
+
+    def metadata_age(self) -> float:
+        """Seconds since the last metadata update (infinity before the first)."""
+        age = self.metadata.age(time.monotonic())
+        return float("inf") if age is None else age
+
+    def metadata_stale(self) -> bool:
+        return self.metadata_age() > self.options.metadata_max_age
+
+    def topics(self, exclude_internal: bool = False) -> list[str]:
+        """Names of the topics in the cache that exist (no topic-level error), sorted."""
+        return sorted(name for name, info in self.metadata.topics.items()
+                      if info.error_code == 0 and not (exclude_internal and info.is_internal))
+
+    def leader_epoch_for(self, tp: TopicPartition) -> int | None:
+        return self.metadata.leader_epoch_for(tp)
+
+    def leader_for(self, tp: TopicPartition) -> int | None:
+        return self.metadata.leader_for(tp)
+
+    def partitions_for(self, topic: str) -> set[int] | None:
+        return self.metadata.partitions_for(topic)
+
+    # ------------------------------------------------------------------ the connection pool
+
+    async def connection(self, node_id: int, timeout: Timeout = DEFAULT) -> Connection:
+        """The shared connection to ``node_id``, (re)opened with backoff if needed."""
+        self._check_open()
+        conn = self._pool.get(node_id)
+        if conn is not None and self._usable(conn):
+            return conn
+        seconds = self._seconds(timeout)
+        with map_exceptions(f"connecting to node {node_id}", seconds):
+            async with asyncio.timeout(seconds):
+                async with self._pool_locks.setdefault(node_id, asyncio.Lock()):
+                    return await self._pooled(node_id)
+
+    async def _pooled(self, node_id: int) -> Connection:
+        conn = self._pool.get(node_id)
+        if conn is not None:
+            if self._usable(conn):
+                return conn
+            self._retire(self._pool.pop(node_id))
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata "
+                                       f"(known: {sorted(self.metadata.brokers)})")
+        conn = await self._open(broker.host, broker.port, node_id)
+        await self._unless_closed(conn)
+        self._pool[node_id] = conn
+        return conn
+
+    async def _unless_closed(self, conn: Connection) -> None:
+        """close() ran while ``conn`` was opening: close it too rather than leak it."""
+        if self._closed:
+            await conn.close()
+            raise IllegalStateError("the cluster client was closed while connecting")
+
+    def _usable(self, conn: Connection) -> bool:
+        if conn.closed:
+            return False
+        broker = self.metadata.brokers.get(conn.node_id) if conn.node_id is not None else None
+        if broker is not None and (broker.host, broker.port) != (conn.host, conn.port):
+            return False  # the broker moved
+        idle = self.options.connections_max_idle
+        return idle is None or conn.in_flight > 0 or time.monotonic() - conn.last_used < idle
+
+    async def _open(self, host: str, port: int, node_id: int | None) -> Connection:
+        """Connection.open, honouring the reconnect backoff of this address."""
+        backoff = self._backoffs.setdefault(
+            (host, port), Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max))
+        wait = backoff.wait_time(time.monotonic())
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            conn = await Connection.open(host, port, self.options, node_id=node_id)
+        except TRANSIENT:
+            backoff.failed(time.monotonic())
+            raise
+        backoff.succeeded()
+        return conn
+
+    async def send(self, node_id: int, api: Api, body: Mapping[str, Any], *,
+                   timeout: Timeout = DEFAULT, max_version: int | None = None) -> dict[str, Any]:
+        """One request on the shared connection to ``node_id`` at the best common version.
+
+        Callers whose body depends on the version use ``connection()`` and ``version_for()``.
+        """
+        seconds = self._seconds(timeout)
+        with map_exceptions(f"{api.name} to node {node_id}", seconds):
+            async with asyncio.timeout(seconds):
+                conn = await self.connection(node_id, timeout=None)
+                return await conn.send(api, conn.version_for(api, max_version), body, timeout=None)
+
+    def least_loaded_node(self) -> int | None:
+        """A broker with an open connection and the fewest requests in flight, else any known broker."""
+        open_conns = [c for c in self._pool.values() if not c.closed and c.node_id in self.metadata.brokers]
+        if open_conns:
+            best = min(open_conns, key=lambda c: c.in_flight)
+            return best.node_id
+        now = time.monotonic()
+        ready = [n for n, b in self.metadata.brokers.items()
+                 if self._backoffs.get((b.host, b.port), _NO_BACKOFF).wait_time(now) == 0]
+        choices = ready or list(self.metadata.brokers)
+        return random.choice(choices) if choices else None
+
+    def _candidate_nodes(self) -> list[int]:
+        first = self.least_loaded_node()
+        rest = [n for n in self.metadata.brokers if n != first]
+        random.shuffle(rest)
+        return ([first] if first is not None else []) + rest
+
+    # ------------------------------------------------------------------ group coordinator
+
+    async def find_coordinator(self, group_id: str, timeout: Timeout = DEFAULT) -> int:
+        """The coordinator's node id; retries COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS in time."""
+        self._check_open()
+        seconds = self._seconds(timeout)
+        last: KafkaError | None = None
+        try:
+            async with asyncio.timeout(seconds):
+                while True:
+                    try:
+                        broker = await self._lookup_coordinator(group_id)
+                    except TRANSIENT as exc:
+                        last = exc
+                    except BrokerError as exc:
+                        if not exc.retriable:
+                            raise
+                        last = exc
+                    else:
+                        self._coordinators[group_id] = broker
+                        log.debug("group %r is coordinated by node %d", group_id, broker.node_id)
+                        return broker.node_id
+                    await asyncio.sleep(self.options.retry_backoff)
+        except KafkaError:
+            raise
+        except TimeoutError as exc:
+            raise KafkaTimeoutError(f"no coordinator found for group {group_id!r} within {seconds}s"
+                                    + (f" (last error: {last})" if last else "")) from exc
+
+    async def _lookup_coordinator(self, group_id: str) -> BrokerInfo:
+        if not self.metadata.brokers:
+            await self.bootstrap(timeout=None)  # bounded by the caller's timeout
+        node_id = self.least_loaded_node()
+        assert node_id is not None  # bootstrap filled the broker list
+        conn = await self.connection(node_id)
+        version = conn.version_for(FIND_COORDINATOR)
+        response = await conn.send(FIND_COORDINATOR, version, find_coordinator_request(version, group_id))
+        return parse_coordinator(response, version, group_id)
+
+    def coordinator(self, group_id: str) -> int | None:
+        """The known coordinator's node id for ``group_id`` (None when unknown)."""
+        broker = self._coordinators.get(group_id)
+        return None if broker is None else broker.node_id
+
+    async def coordinator_connection(self, group_id: str,
+                                     timeout: Timeout = DEFAULT) -> Connection:
+        """A connection to the group's coordinator that no other traffic shares."""
+        self._check_open()
+        conn = self._coordinator_conns.get(group_id)
+        if conn is not None and not conn.closed:
+            return conn
+        seconds = self._seconds(timeout)
+        with map_exceptions(f"connecting to the coordinator of group {group_id!r}", seconds):
+            async with asyncio.timeout(seconds):
+                async with self._coordinator_locks.setdefault(group_id, asyncio.Lock()):
+                    return await self._dedicated(group_id)
+
+    async def _dedicated(self, group_id: str) -> Connection:
+        conn = self._coordinator_conns.get(group_id)
+        if conn is not None:
+            if not conn.closed:
+                return conn
+            self._retire(self._coordinator_conns.pop(group_id))
+        if group_id not in self._coordinators:
+            await self.find_coordinator(group_id, timeout=None)
+        broker = self._coordinators[group_id]
+        try:
+            conn = await self._open(broker.host, broker.port, broker.node_id)
+        except TRANSIENT:
+            self._coordinators.pop(group_id, None)  # look it up afresh next time
+            raise
+        await self._unless_closed(conn)
+        self._coordinator_conns[group_id] = conn
+        return conn
+
+    def mark_coordinator_dead(self, group_id: str | None = None, reason: str = "") -> None:
+        """Forget the coordinator of ``group_id`` (None: of every group) and drop its connection."""
+        groups = list(self._coordinators.keys() | self._coordinator_conns.keys()) if group_id is None \
+            else [group_id]
+        for group in groups:
+            broker = self._coordinators.pop(group, None)
+            conn = self._coordinator_conns.pop(group, None)
+            if conn is not None:
+                self._retire(conn)
+            if broker is not None:
+                log.info("coordinator node %d of group %r marked dead%s", broker.node_id, group,
+                         f": {reason}" if reason else "")
+
+    # ------------------------------------------------------------------ closing
+
+    def _retire(self, conn: Connection) -> None:
+        """Close ``conn`` in the background; close() awaits whatever is still closing."""
+        task = asyncio.get_running_loop().create_task(conn.close())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def close(self) -> None:
+        """Close every connection (pool, coordinators, retiring). Idempotent."""
+        self._closed = True
+        conns = [*self._pool.values(), *self._coordinator_conns.values()]
+        self._pool.clear()
+        self._coordinator_conns.clear()
+        self._coordinators.clear()
+        closing = [asyncio.ensure_future(c.close()) for c in conns] + list(self._retiring)
+        if closing:
+            await asyncio.wait(closing)
+
+
+_NO_BACKOFF = Backoff(0.0, 0.0)
+
+
+def _servers(servers: Sequence[tuple[str, int]]) -> str:
+    return ",".join(f"{h}:{p}" for h, p in servers)
+
+
+def metadata_request(version: int, topics: Sequence[str] | None) -> dict[str, Any]:
+    """A Metadata request body; ``topics=None`` asks for every topic (an empty list in v0)."""
+    if topics is None:
+        listed: list[dict[str, Any]] | None = [] if version == 0 else None
+    else:
+        listed = [{"name": name} for name in topics]
+    return {"topics": listed, "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}
+
+
+def find_coordinator_request(version: int, group_id: str) -> dict[str, Any]:
+    if version >= 4:  # KIP-699: batched keys
+        return {"key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]}
+    return {"key": group_id, "key_type": GROUP_KEY_TYPE}
+
+
+def parse_coordinator(response: Mapping[str, Any], version: int, group_id: str) -> BrokerInfo:
+    """The coordinator from a FindCoordinator response, or the BrokerError it reports."""
+    entry: Mapping[str, Any] = response
+    if version >= 4:
+        matches = [c for c in response["coordinators"] or () if c["key"] == group_id]
+        if not matches:
+            raise ProtocolDecodeError(f"FindCoordinator v{version} answer lacks group {group_id!r}")
+        entry = matches[0]
+    if entry["error_code"]:
+        message = entry["error_message"]
+        raise BrokerError(entry["error_code"], f"FindCoordinator for group {group_id!r}"
+                          + (f": {message}" if message else ""))
+    return BrokerInfo(entry["node_id"], entry["host"], entry["port"])

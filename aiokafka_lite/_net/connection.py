@@ -1,0 +1,289 @@
+"""One asyncio stream to one broker: framing, correlation ids, pipelined requests, negotiation.
+
+Design choices:
+
+* Many requests may be in flight. Each ``send`` registers a pending entry and awaits its own
+  future; one reader task owns the socket's read side, reads whole frames and hands each to the
+  oldest pending entry. Kafka answers in order, so a correlation id that is not the oldest one is a
+  protocol violation: the connection is closed and every waiter fails.
+* A request that times out or is cancelled keeps its pending entry (its future is merely done). Its
+  late response is read as a whole frame and dropped, so the stream stays positioned at a frame
+  boundary and the connection stays usable. Closing instead would also kill the unrelated requests
+  pipelined behind it (a long-poll fetch next to an offsets request).
+* Responses are decoded by the awaiting caller, not by the reader task: a cancelled caller costs
+  no decoding, and a large fetch response is decoded in the task that wants it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..errors import (
+    BrokerError,
+    KafkaConnectionError,
+    KafkaError,
+    ProtocolDecodeError,
+    UnsupportedVersionError,
+)
+from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
+from ..protocol.messages.api_versions import API_VERSIONS
+from .exceptions import map_exceptions, translate
+from .options import ConnectionOptions
+from .sasl import authenticate
+from .tls import build_ssl_context
+
+log = logging.getLogger("aiokafka_lite.net")
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = _Default()
+"""``timeout=DEFAULT``: the connection's ``request_timeout``; ``None`` means no limit."""
+
+Timeout = float | None | _Default
+
+UNSUPPORTED_VERSION = 35
+
+
+@dataclass(slots=True)
+class _Pending:
+    correlation_id: int
+    api: Api
+    version: int
+    future: asyncio.Future[bytes]
+
+
+class Connection:
+    """A negotiated (and, if configured, authenticated) connection to one broker."""
+
+    def __init__(self, host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 options: ConnectionOptions, node_id: int | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.options = options
+        self._reader = reader
+        self._writer = writer
+        self._pending: deque[_Pending] = deque()
+        self._next_correlation_id = 0
+        self._closed_by: KafkaError | None = None
+        self._broker_versions: dict[int, tuple[int, int]] = {}
+        self.api_versions_version = -1  # the ApiVersions version the broker answered
+        self.last_used = time.monotonic()
+        self._reader_task = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"aiokafka-lite reader {host}:{port}")
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    async def open(cls, host: str, port: int, options: ConnectionOptions, *,
+                   timeout: Timeout = DEFAULT,
+                   node_id: int | None = None) -> Connection:
+        """Connect, negotiate API versions and authenticate, all within one ``timeout``."""
+        seconds = options.request_timeout if isinstance(timeout, _Default) else timeout
+        ssl_context = build_ssl_context(options)
+        with map_exceptions(f"connecting to {_name(host, port, node_id)}", seconds):
+            async with asyncio.timeout(seconds):
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=ssl_context, server_hostname=host if ssl_context else None)
+                conn = cls(host, port, reader, writer, options, node_id)
+                try:
+                    await conn._negotiate_versions()
+                    if options.uses_sasl:
+                        await authenticate(conn, options)
+                except BaseException:
+                    await conn.close()
+                    raise
+        log.debug("connected to %s", conn)
+        return conn
+
+    async def _negotiate_versions(self) -> None:
+        body = {"client_software_name": self.options.client_software_name,
+                "client_software_version": self.options.client_software_version}
+        version = API_VERSIONS.max_version
+        frame = await self._exchange(API_VERSIONS, version, body, None)
+        if _error_code(frame) == UNSUPPORTED_VERSION:
+            version = min(_fallback_version(frame), version - 1)
+            frame = await self._exchange(API_VERSIONS, version, body, None)
+        response = decode_response(API_VERSIONS, version, frame)
+        if response["error_code"]:
+            raise BrokerError(response["error_code"], f"ApiVersions v{version} from {self}")
+        self._broker_versions = _ranges(response)
+        self.api_versions_version = version
+
+    # ------------------------------------------------------------------ versions
+
+    @property
+    def broker_versions(self) -> Mapping[int, tuple[int, int]]:
+        """The broker's (min, max) version for each API key it supports."""
+        return self._broker_versions
+
+    def version_for(self, api: Api, client_max: int | None = None) -> int:
+        """The highest version of ``api`` both sides speak (UnsupportedVersionError if none)."""
+        broker_range = self._broker_versions.get(api.key)
+        if broker_range is None:
+            raise UnsupportedVersionError(f"{self} does not support {api.name} (API key {api.key})")
+        return pick_version(api, broker_range[0], broker_range[1], client_max)
+
+    # ------------------------------------------------------------------ requests
+
+    async def send(self, api: Api, version: int, body: Mapping[str, Any], *,
+                   timeout: Timeout = DEFAULT) -> dict[str, Any]:
+        """Send one request and return its decoded response body.
+
+        ``timeout`` covers writing and waiting; DEFAULT is ``options.request_timeout``, None is no
+        limit. Raises KafkaTimeoutError, KafkaConnectionError or ProtocolDecodeError.
+        """
+        seconds = self.options.request_timeout if isinstance(timeout, _Default) else timeout
+        frame = await self._exchange(api, version, body, seconds)
+        return decode_response(api, version, frame)
+
+    async def _exchange(self, api: Api, version: int, body: Mapping[str, Any],
+                        seconds: float | None) -> bytes:
+        with map_exceptions(f"{api.name} v{version} to {self}", seconds):
+            pending = self._enqueue(api, version, body)
+            async with asyncio.timeout(seconds):
+                await self._drain()
+                # On timeout or cancellation this future is cancelled; the entry stays queued so
+                # the reader can recognise and drop the late response.
+                return await pending.future
+
+    def _enqueue(self, api: Api, version: int, body: Mapping[str, Any]) -> _Pending:
+        if self._closed_by is not None:
+            raise KafkaConnectionError(f"{self} is closed: {self._closed_by}")
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api, version, correlation_id, self.options.client_id, body)
+        pending = _Pending(correlation_id, api, version, asyncio.get_running_loop().create_future())
+        self._pending.append(pending)
+        self._writer.write(frame)
+        self.last_used = time.monotonic()
+        return pending
+
+    async def _drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except OSError as exc:
+            # The write side broke: fail every waiter (this one included) with the typed error.
+            self._shutdown(translate(exc, f"writing to {self}"))
+
+    # ------------------------------------------------------------------ reading
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                frame = await self._read_frame()
+                self._route(frame)
+        except asyncio.CancelledError:
+            self._shutdown(KafkaConnectionError(f"{self}: the reader was cancelled"))
+            raise
+        except Exception as exc:
+            error = translate(exc, f"reading from {self}")
+            if self._closed_by is None:
+                log.warning("closing %s: %s", self, error)
+            self._shutdown(error)
+
+    async def _read_frame(self) -> bytes:
+        header = await self._reader.readexactly(4)
+        size = int.from_bytes(header, "big", signed=True)
+        if size < 4 or size > self.options.max_frame_bytes:
+            # Never allocate what a hostile or confused peer announces.
+            raise ProtocolDecodeError(
+                f"{self} announced a {size}-byte response frame; the limit is "
+                f"{self.options.max_frame_bytes} bytes (max_frame_bytes) and the minimum 4")
+        return await self._reader.readexactly(size)
+
+    def _route(self, frame: bytes) -> None:
+        correlation_id = peek_correlation_id(frame)
+        if not self._pending:
+            raise ProtocolDecodeError(f"{self} sent a response (correlation id {correlation_id}) "
+                                      "to no request")
+        pending = self._pending[0]
+        if correlation_id != pending.correlation_id:
+            raise ProtocolDecodeError(
+                f"{self} answered correlation id {correlation_id}, expected "
+                f"{pending.correlation_id} ({pending.api.name} v{pending.version})")
+        self._pending.popleft()
+        self.last_used = time.monotonic()
+        if not pending.future.done():  # a timed-out or cancelled request's answer is dropped
+            pending.future.set_result(frame)
+
+    # ------------------------------------------------------------------ closing
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_by is not None
+
+    @property
+    def closed_by(self) -> KafkaError | None:
+        """Why the connection is closed (None while open)."""
+        return self._closed_by
+
+    @property
+    def in_flight(self) -> int:
+        return sum(1 for p in self._pending if not p.future.done())
+
+    def _shutdown(self, error: KafkaError) -> None:
+        """Mark closed, fail every waiter with ``error``, abort the transport. Idempotent, sync."""
+        if self._closed_by is not None:
+            return
+        self._closed_by = error
+        pending, self._pending = self._pending, deque()
+        for entry in pending:
+            if not entry.future.done():
+                entry.future.set_exception(error)
+        self._writer.transport.abort()
+        if self._reader_task is not asyncio.current_task():
+            self._reader_task.cancel()
+
+    async def close(self) -> None:
+        """Close the connection and await the reader task. Idempotent; in-flight requests fail."""
+        self._shutdown(KafkaConnectionError(f"{self} was closed by the client"))
+        # asyncio.wait neither raises the reader's CancelledError nor swallows our own cancellation.
+        await asyncio.wait([self._reader_task])
+        # The transport was aborted; wait for connection_lost so the socket is really released.
+        with contextlib.suppress(OSError):
+            await self._writer.wait_closed()
+
+    def __repr__(self) -> str:
+        return f"<Connection {_name(self.host, self.port, self.node_id)}>"
+
+    def __str__(self) -> str:
+        return _name(self.host, self.port, self.node_id)
+
+
+def _name(host: str, port: int, node_id: int | None) -> str:
+    return f"broker {host}:{port}" + ("" if node_id is None else f" (node {node_id})")
+
+
+def _error_code(frame: bytes) -> int:
+    # ApiVersions responses use header v0 at every version, so the error code follows the
+    # correlation id directly.
+    return int.from_bytes(frame[4:6], "big", signed=True) if len(frame) >= 6 else 0
+
+
+def _fallback_version(frame: bytes) -> int:
+    """The ApiVersions version to retry with after UNSUPPORTED_VERSION.
+
+    KIP-511: the broker answers in v0 and lists the ApiVersions range it speaks. A body that does
+    not decode as v0 (librdkafka's mock cluster sends one) means: retry at v0, which every broker speaks.
+    """
+    try:
+        response = decode_response(API_VERSIONS, 0, frame)
+    except ProtocolDecodeError:
+        return 0
+    return _ranges(response).get(API_VERSIONS.key, (0, 0))[1]
+
+
+def _ranges(response: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
+    return {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"] or ()}

@@ -1,0 +1,59 @@
+"""Low-level exceptions become this client's typed errors here, and only here (httpcore-style)."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import (
+    AuthenticationError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+
+
+def translate(exc: BaseException, context: str, timeout: float | None = None) -> KafkaError:
+    """The typed error for ``exc``; ``context`` says what was being done with which broker.
+
+    A failed certificate verification becomes ``AuthenticationError``: the broker's identity could
+    not be proven, and retrying the same connection will not change that. Every other TLS failure is
+    a ``KafkaConnectionError`` (a reset during the handshake is worth retrying).
+    """
+    if isinstance(exc, KafkaError):
+        return exc
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        # verify_message is only set on errors raised by a real handshake.
+        reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc
+        return AuthenticationError(f"{context}: TLS certificate verification failed: {reason}")
+    if isinstance(exc, asyncio.IncompleteReadError):
+        where = "mid-frame" if exc.partial else "between frames"
+        return KafkaConnectionError(f"{context}: the broker closed the connection ({where})")
+    if isinstance(exc, TimeoutError):
+        limit = "" if timeout is None else f" within {timeout:.3f}s"
+        return KafkaTimeoutError(f"{context}: no answer{limit}")
+    if isinstance(exc, ssl.SSLError):
+        return KafkaConnectionError(f"{context}: TLS error: {getattr(exc, 'reason', None) or exc}")
+    if isinstance(exc, OSError):
+        return KafkaConnectionError(f"{context}: {exc.strerror or exc or type(exc).__name__}")
+    return KafkaConnectionError(f"{context}: {type(exc).__name__}: {exc}")
+
+
+_MAPPED = (OSError, EOFError, TimeoutError, asyncio.IncompleteReadError)
+
+
+@contextmanager
+def map_exceptions(context: str, timeout: float | None = None) -> Iterator[None]:
+    """Re-raise low-level I/O errors as typed ``KafkaError`` subclasses, chained with ``from``.
+
+    Our own errors pass through untouched (``KafkaTimeoutError`` is itself a ``TimeoutError``), and
+    so does ``CancelledError``: it is a ``BaseException`` and never caught here.
+    """
+    try:
+        yield
+    except KafkaError:
+        raise
+    except _MAPPED as exc:
+        raise translate(exc, context, timeout) from exc

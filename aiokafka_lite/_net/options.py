@@ -1,0 +1,88 @@
+"""What the I/O shell needs to know, decoupled from the consumer's settings object."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from ..errors import ConfigError
+
+
+def _package_version() -> str:
+    # Not ``from .. import __version__``: the package root imports this module (a cycle).
+    try:
+        return metadata.version("aiokafka-lite")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """Durations in seconds. Secrets are excluded from ``repr`` so they never reach a log line."""
+
+    client_id: str | None = "aiokafka-lite"
+    request_timeout: float | None = 30.0
+    retry_backoff: float = 0.1
+    reconnect_backoff: float = 0.05
+    reconnect_backoff_max: float = 1.0
+    connections_max_idle: float | None = 540.0
+    metadata_max_age: float = 300.0
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)
+    ssl_check_hostname: bool = True
+    sasl_mechanism: str = "PLAIN"
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = field(default=None, repr=False)
+    client_software_name: str = "aiokafka-lite"
+    client_software_version: str = field(default_factory=_package_version)
+
+    def __post_init__(self) -> None:
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"security_protocol={self.security_protocol!r}: expected one of "
+                              f"{', '.join(SECURITY_PROTOCOLS)}")
+        if self.uses_sasl:
+            if self.sasl_mechanism not in SASL_MECHANISMS:
+                raise ConfigError(f"sasl_mechanism={self.sasl_mechanism!r}: expected one of "
+                                  f"{', '.join(SASL_MECHANISMS)}")
+            if self.sasl_plain_username is None or self.sasl_plain_password is None:
+                raise ConfigError(f"security_protocol={self.security_protocol!r} needs "
+                                  "sasl_plain_username and sasl_plain_password")
+        if self.max_frame_bytes < 8:
+            raise ConfigError(f"max_frame_bytes={self.max_frame_bytes}: must be at least 8")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @classmethod
+    def from_settings(cls, settings: Any, **overrides: Any) -> ConnectionOptions:
+        """Build from any object with the consumer's snake_case Kafka setting names (``*_ms`` in ms)."""
+        values: dict[str, Any] = {}
+        for name in ("client_id", "security_protocol", "ssl_context", "ssl_cafile", "ssl_certfile",
+                     "ssl_keyfile", "ssl_password", "ssl_check_hostname", "sasl_mechanism",
+                     "sasl_plain_username", "sasl_plain_password"):
+            if hasattr(settings, name):
+                values[name] = getattr(settings, name)
+        for name in ("request_timeout", "retry_backoff", "reconnect_backoff", "reconnect_backoff_max",
+                     "connections_max_idle", "metadata_max_age"):
+            ms = getattr(settings, name + "_ms", None)
+            if ms is not None:
+                values[name] = None if ms < 0 else ms / 1000.0
+        values.update(overrides)
+        return cls(**values)
