@@ -1,0 +1,450 @@
+"""The prefetch pipeline: one long-poll Fetch in flight per broker, a bounded buffer of fetched bytes.
+
+Flow: ``send_fetches()`` starts one fetch task per broker leading a fetchable partition that has
+nothing buffered; each response partition becomes a ``_CompletedFetch`` holding the raw bytes,
+decoded lazily by ``PartitionRecords`` as ``fetched_records()`` hands records out. Memory stays
+bounded: at most one completed fetch per partition, and no new fetch for a partition until its
+buffered data is used up. A task whose fetch succeeded starts the next round itself, so the
+pipeline keeps prefetching between polls.
+
+Data is checked when handed out, not when it arrives: a partition revoked, re-assigned or seeked
+since its fetch was sent is dropped then (assignment epoch and position must still match).
+"""
+
+from __future__ import annotations
+
+# The public API contract gives every awaitable a `timeout` (see DESIGN.md), implemented with
+# exactly one asyncio.timeout() per call, which is what ASYNC109 asks for anyway.
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import (
+    ERROR_CODE_BY_NAME,
+    BrokerError,
+    CorruptRecordError,
+    KafkaError,
+    OffsetOutOfRangeError,
+    is_retriable,
+)
+from ..protocol.messages import FETCH
+from ..protocol.records import PartitionRecords
+from ..structs import ConsumerRecord, TopicPartition
+from .offsets import READ_COMMITTED, ClusterLike, ConnectionLike
+from .subscription import PartitionState, ResetStrategy, SubscriptionState
+
+log = logging.getLogger(__name__)
+
+# Fetch v13+ names topics by id (KIP-516): that needs the topic-id map from metadata on the way out
+# and back, and pays off only with incremental fetch sessions, which we do not use (every request
+# is a sessionless full fetch: session_id 0, session_epoch -1). v12 is the newest version naming
+# topics, and Kafka 4.x still serves it (KIP-896 removed v0-v3 only).
+MAX_FETCH_VERSION = 12
+
+# How long to keep fetching from a follower the leader pointed us to (KIP-392), before asking the
+# leader again; Kafka's default metadata.max.age.ms.
+PREFERRED_REPLICA_SECONDS = 300.0
+
+_OFFSET_OUT_OF_RANGE = ERROR_CODE_BY_NAME["OFFSET_OUT_OF_RANGE"]
+_CORRUPT_MESSAGE = ERROR_CODE_BY_NAME["CORRUPT_MESSAGE"]
+
+Deserializer = Callable[[bytes | None], Any]
+Records = list[ConsumerRecord]
+
+
+@dataclass(slots=True, eq=False)
+class _CompletedFetch:
+    """One partition's part of a fetch response, waiting to be handed out."""
+
+    tp: TopicPartition
+    node_id: int
+    assignment_epoch: int  # the subscription's epoch when the fetch was sent
+    position: int  # where this data continues: must equal the partition's position to be used
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: PartitionRecords | None  # None when error_code != 0
+    size: int
+    marks_applied: bool = False
+
+
+class Fetcher:
+    """Prefetches records for the fetchable partitions of ``subscription`` and hands them out."""
+
+    def __init__(self, cluster: ClusterLike, subscription: SubscriptionState, *,
+                 fetch_min_bytes: int = 1, fetch_max_wait_ms: int = 500,
+                 fetch_max_bytes: int = 52_428_800, max_partition_fetch_bytes: int = 1_048_576,
+                 isolation_level: int = 0, check_crcs: bool = True, request_timeout: float = 30.0,
+                 key_deserializer: Deserializer | None = None,
+                 value_deserializer: Deserializer | None = None,
+                 client_rack: str | None = None, retry_backoff: float = 0.1) -> None:
+        self._cluster = cluster
+        self._subscription = subscription
+        self._min_bytes = fetch_min_bytes
+        self._max_wait_ms = fetch_max_wait_ms
+        self._max_bytes = fetch_max_bytes
+        self._partition_max_bytes = max_partition_fetch_bytes
+        self._isolation_level = isolation_level
+        self._check_crcs = check_crcs
+        self._request_timeout = request_timeout
+        self._convert = _converter(key_deserializer, value_deserializer)
+        self._rack = client_rack or ""
+        self._retry_backoff = retry_backoff
+        # Set when a partition's leader is unknown or moved; the poll path refreshes and clears it.
+        self.metadata_refresh_needed = False
+        self._completed: dict[TopicPartition, _CompletedFetch] = {}  # insertion order: hand-out turn
+        self._in_flight: dict[int, asyncio.Task[None]] = {}  # by node id
+        self._in_flight_tps: set[TopicPartition] = set()
+        self._errors: deque[Exception] = deque()
+        self._node_backoff: dict[int, float] = {}  # node id -> loop time before which not to fetch
+        self._partition_backoff: dict[TopicPartition, float] = {}
+        self._retry_timers: dict[int, asyncio.TimerHandle] = {}
+        self._preferred: dict[TopicPartition, tuple[int, float]] = {}  # tp -> (node id, until)
+        self._data_ready = asyncio.Event()
+        self._closed = False
+
+    # ------------------------------------------------------------------ metrics
+
+    def has_buffered(self) -> bool:
+        """True when a partition that is not paused has data (or an error) waiting."""
+        assignment = self._subscription.assignment
+        for tp in self._completed:
+            state = assignment.get(tp)
+            if state is None or not state.paused:
+                return True
+        return False
+
+    def in_flight(self) -> int:
+        """Fetch requests currently in flight (at most one per broker)."""
+        return len(self._in_flight)
+
+    def buffered_bytes(self) -> int:
+        return sum(cf.size for cf in self._completed.values())
+
+    # ------------------------------------------------------------------ sending
+
+    def send_fetches(self) -> int:
+        """Start a fetch to every broker that has work and none in flight; returns how many started."""
+        if self._closed:
+            return 0
+        loop = asyncio.get_running_loop()
+        plans = self._plan_fetches(loop.time())
+        epoch = self._subscription.assignment_epoch
+        for node_id, offsets in plans.items():
+            task = loop.create_task(self._fetch(node_id, offsets, epoch, self._request_body(offsets)),
+                                    name=f"aiokafka-lite fetch from broker {node_id}")
+            self._in_flight[node_id] = task
+            self._in_flight_tps.update(offsets)
+        return len(plans)
+
+    def _plan_fetches(self, now: float) -> dict[int, dict[TopicPartition, int]]:
+        plans: dict[int, dict[TopicPartition, int]] = {}
+        busy = self._completed.keys() | self._in_flight_tps
+        assignment = self._subscription.assignment
+        for tp in self._subscription.fetchable():
+            if tp in busy or self._partition_backoff.get(tp, 0.0) > now:
+                continue
+            node_id = self._fetch_node(tp, now)
+            if node_id is None:
+                self.metadata_refresh_needed = True
+                continue
+            if node_id in self._in_flight or self._node_backoff.get(node_id, 0.0) > now:
+                continue
+            position = assignment[tp].position
+            assert position is not None  # fetchable() guarantees it
+            plans.setdefault(node_id, {})[tp] = position
+        return plans
+
+    def _fetch_node(self, tp: TopicPartition, now: float) -> int | None:
+        preferred = self._preferred.get(tp)
+        if preferred is not None:
+            if preferred[1] > now:
+                return preferred[0]
+            del self._preferred[tp]
+        leader = self._cluster.leader_for(tp)
+        return leader if leader is not None and leader >= 0 else None
+
+    def _request_body(self, offsets: Mapping[TopicPartition, int]) -> dict[str, Any]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, offset in offsets.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition,
+                "current_leader_epoch": -1,  # no fencing: the metadata cache does not track epochs
+                "fetch_offset": offset,
+                "log_start_offset": -1,
+                "partition_max_bytes": self._partition_max_bytes,
+            })
+        return {
+            "replica_id": -1,
+            "max_wait_ms": self._max_wait_ms,
+            "min_bytes": self._min_bytes,
+            "max_bytes": self._max_bytes,
+            "isolation_level": self._isolation_level,
+            "session_id": 0,  # sessionless full fetch (KIP-227): every request lists every partition
+            "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": parts} for topic, parts in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": self._rack,
+        }
+
+    async def _fetch(self, node_id: int, offsets: dict[TopicPartition, int], epoch: int,
+                     body: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        stored: bool | None = None  # None: the fetch failed
+        try:
+            conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout)
+            version = conn.version_for(FETCH, MAX_FETCH_VERSION)
+            # The broker holds the request up to max_wait_ms before answering: allow for that.
+            timeout = self._request_timeout + self._max_wait_ms / 1000
+            response = await conn.send(FETCH, version, body, timeout=timeout)
+            stored = self._store_response(node_id, offsets, epoch, response)
+        except Exception as exc:
+            self._fetch_failed(node_id, exc)
+        finally:
+            self._in_flight.pop(node_id, None)
+            self._in_flight_tps.difference_update(offsets)
+        if stored is None:
+            return
+        # Keep prefetching the partitions that got nothing new. A broker that answers "nothing"
+        # without holding the long poll would make that a busy loop: back off instead.
+        if stored or loop.time() - began >= self._max_wait_ms / 2000:
+            self.send_fetches()
+        else:
+            self._retry_later(node_id)
+
+    def _fetch_failed(self, node_id: int, exc: Exception) -> None:
+        log.info("fetch from broker %d failed: %s; retrying in %.3f s", node_id, exc, self._retry_backoff)
+        self._errors.append(exc)
+        self.metadata_refresh_needed = True
+        self._forget_preferred(node_id)
+        self._retry_later(node_id)
+        self._data_ready.set()
+
+    def _retry_later(self, node_id: int) -> None:
+        """No fetch to ``node_id`` for one backoff; then send_fetches() runs by itself."""
+        loop = asyncio.get_running_loop()
+        self._node_backoff[node_id] = loop.time() + self._retry_backoff
+        if node_id not in self._retry_timers and not self._closed:
+            self._retry_timers[node_id] = loop.call_later(self._retry_backoff, self._retry, node_id)
+
+    def _retry(self, node_id: int) -> None:
+        self._retry_timers.pop(node_id, None)
+        self.send_fetches()
+
+    def _forget_preferred(self, node_id: int) -> None:
+        for tp in [tp for tp, (node, _until) in self._preferred.items() if node == node_id]:
+            del self._preferred[tp]
+
+    # ------------------------------------------------------------------ receiving
+
+    def _store_response(self, node_id: int, offsets: Mapping[TopicPartition, int], epoch: int,
+                        response: Mapping[str, Any]) -> bool:
+        """Buffer each partition's data; True if anything was buffered."""
+        if response.get("error_code"):
+            raise BrokerError(response["error_code"], f"Fetch from broker {node_id}")
+        stored = False
+        for topic in response["responses"]:
+            name = topic["topic"]
+            for part in topic["partitions"]:
+                tp = TopicPartition(name, part["partition_index"])
+                position = offsets.get(tp)
+                if position is None:
+                    continue  # not asked for (a confused broker): ignore
+                completed = self._completed_fetch(node_id, tp, position, epoch, part)
+                if completed is not None:
+                    self._completed[tp] = completed
+                    stored = True
+        if stored:
+            self._data_ready.set()
+        return stored
+
+    def _completed_fetch(self, node_id: int, tp: TopicPartition, position: int, epoch: int,
+                         part: Mapping[str, Any]) -> _CompletedFetch | None:
+        code = part["error_code"]
+        data = part["records"]
+        self._note_preferred_replica(node_id, tp, part["preferred_read_replica"])
+        completed = _CompletedFetch(
+            tp, node_id, epoch, position, code, part["high_watermark"], part["last_stable_offset"],
+            part["log_start_offset"], None, 0 if data is None else len(data))
+        if code == 0 and not data:
+            self._apply_marks(completed)  # nothing new, but the lag is worth knowing
+            return None
+        if code == 0:
+            aborted = part["aborted_transactions"]
+            completed.records = PartitionRecords(
+                tp.topic, tp.partition, data, position, check_crcs=self._check_crcs,
+                read_committed=self._isolation_level == READ_COMMITTED,
+                aborted_transactions=[(a["producer_id"], a["first_offset"]) for a in aborted or ()])
+        return completed
+
+    def _note_preferred_replica(self, node_id: int, tp: TopicPartition, replica: int) -> None:
+        if replica >= 0 and replica != node_id:
+            until = asyncio.get_running_loop().time() + PREFERRED_REPLICA_SECONDS
+            self._preferred[tp] = (replica, until)
+            log.debug("fetching %s from its preferred read replica %d", tp, replica)
+
+    def _apply_marks(self, cf: _CompletedFetch) -> None:
+        state = self._current_state(cf)
+        if state is None or cf.marks_applied:
+            return
+        cf.marks_applied = True
+        if cf.high_watermark >= 0:
+            state.high_watermark = cf.high_watermark
+        if cf.last_stable_offset >= 0:
+            state.last_stable_offset = cf.last_stable_offset
+        if cf.log_start_offset >= 0:
+            state.log_start_offset = cf.log_start_offset
+
+    def _current_state(self, cf: _CompletedFetch) -> PartitionState | None:
+        """The partition's state if this data is still wanted: same assignment, same position."""
+        state = self._subscription.assignment.get(cf.tp)
+        if (state is None or cf.assignment_epoch != self._subscription.assignment_epoch
+                or state.position != cf.position):
+            return None
+        return state
+
+    # ------------------------------------------------------------------ handing out
+
+    def fetched_records(self, max_records: int) -> dict[TopicPartition, Records]:
+        """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
+
+        A stored error (from a fetch task, or one met after records were already collected) is
+        raised from here, once.
+        """
+        if self._errors:
+            raise self._errors.popleft()
+        out: dict[TopicPartition, Records] = {}
+        left = max_records
+        for tp in list(self._completed):
+            if left <= 0:
+                break
+            try:
+                records = self._drain(self._completed[tp], left)
+            except Exception as exc:
+                if not out:
+                    raise
+                self._errors.append(exc)  # hand out what we have; raise on the next call
+                break
+            if records:
+                out[tp] = records
+                left -= len(records)
+                if tp in self._completed:  # more left: this partition goes to the back of the line
+                    self._completed[tp] = self._completed.pop(tp)
+        return out
+
+    def _drain(self, cf: _CompletedFetch, limit: int) -> Records:
+        state = self._current_state(cf)
+        if state is None:
+            del self._completed[cf.tp]  # revoked, re-assigned or seeked since the fetch was sent
+            return []
+        if state.paused:
+            return []  # kept for when the partition resumes
+        self._apply_marks(cf)
+        records = cf.records
+        if records is None:
+            del self._completed[cf.tp]
+            self._partition_error(cf)
+            return []
+        start = cf.position
+        try:
+            chunk = records.take(limit)
+            if chunk and self._convert is not None:
+                chunk = self._convert(chunk)
+        except Exception:
+            del self._completed[cf.tp]  # position unchanged: a refetch meets the same error
+            raise
+        state.position = cf.position = records.position
+        if records.position_leader_epoch is not None:
+            state.leader_epoch = records.position_leader_epoch
+        if records.exhausted:
+            del self._completed[cf.tp]
+            if not chunk and records.record_too_large and records.position == start:
+                raise KafkaError(
+                    f"the record batch at offset {cf.position} of {cf.tp.topic}-{cf.tp.partition} is "
+                    f"larger than max_partition_fetch_bytes={self._partition_max_bytes}; raise it")
+        return chunk
+
+    def _partition_error(self, cf: _CompletedFetch) -> None:
+        tp, code = cf.tp, cf.error_code
+        where = f"{tp.topic}-{tp.partition} at offset {cf.position} (broker {cf.node_id})"
+        if tp in self._preferred and self._preferred[tp][0] == cf.node_id:
+            del self._preferred[tp]  # a follower could not serve us: back to the leader
+            log.info("preferred read replica failed for %s: %s", where, BrokerError(code).name)
+            return
+        if code == _OFFSET_OUT_OF_RANGE:
+            self._offset_out_of_range(cf, where)
+        elif code == _CORRUPT_MESSAGE:
+            raise CorruptRecordError("the broker reports a corrupt message", tp.topic, tp.partition,
+                                     cf.position)
+        elif is_retriable(code):
+            log.info("fetch for %s: %s; refreshing metadata", where, BrokerError(code).name)
+            self.metadata_refresh_needed = True
+            self._partition_backoff[tp] = asyncio.get_running_loop().time() + self._retry_backoff
+        else:
+            raise BrokerError(code, f"Fetch for {where}")
+
+    def _offset_out_of_range(self, cf: _CompletedFetch, where: str) -> None:
+        if self._subscription.default_reset is ResetStrategy.NONE:
+            raise OffsetOutOfRangeError(
+                f"fetch offset {cf.position} is out of range for {cf.tp.topic}-{cf.tp.partition} "
+                f"(log start {cf.log_start_offset}, high watermark {cf.high_watermark}) and "
+                f"auto_offset_reset='none': seek() to a valid offset")
+        log.info("fetch offset out of range for %s: resetting to %s", where,
+                 self._subscription.default_reset.value)
+        self._subscription.request_reset(cf.tp)
+
+    # ------------------------------------------------------------------ waiting and closing
+
+    async def wait_for_data(self, timeout: float | None) -> None:
+        """Return when records (or an error) are ready to hand out, or after ``timeout`` seconds."""
+        if self._errors or self._closed or self.has_buffered():
+            return
+        self._data_ready.clear()
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                await self._data_ready.wait()
+        except TimeoutError:
+            if not scope.expired():
+                raise
+
+    async def close(self) -> None:
+        """Cancel in-flight fetches and drop buffered data (idempotent)."""
+        self._closed = True
+        for timer in self._retry_timers.values():
+            timer.cancel()
+        self._retry_timers.clear()
+        tasks = list(self._in_flight.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)  # the caller's own cancellation still propagates
+        self._in_flight.clear()
+        self._in_flight_tps.clear()
+        self._completed.clear()
+        self._data_ready.set()  # wake any waiter: nothing more will arrive
+
+
+def _converter(key_deserializer: Deserializer | None,
+               value_deserializer: Deserializer | None) -> Callable[[Records], Records] | None:
+    """One list comprehension per chunk applying the deserializers (None: records pass as they are)."""
+    if key_deserializer is None and value_deserializer is None:
+        return None
+    kd: Deserializer = key_deserializer or _identity
+    vd: Deserializer = value_deserializer or _identity
+    new = tuple.__new__
+    cls = ConsumerRecord
+
+    def convert(chunk: Records) -> Records:
+        return [new(cls, (t, p, o, ts, tt, kd(k), vd(v), h, e)) for t, p, o, ts, tt, k, v, h, e in chunk]
+
+    return convert
+
+
+def _identity(data: bytes | None) -> Any:
+    return data
