@@ -2,5 +2,19 @@
 
 from __future__ import annotations
 
+from . import errors
+from .consumer.consumer import Consumer
+from .consumer.listener import ConsumerRebalanceListener
+from .structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition
+
 __version__ = "0.1.0.dev0"
-__all__ = ["__version__"]
+__all__ = [
+    "Consumer",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "ConsumerRecords",
+    "OffsetAndMetadata",
+    "TopicPartition",
+    "__version__",
+    "errors",
+]

@@ -26,8 +26,11 @@ from ..errors import (
     ERROR_CODE_BY_NAME,
     BrokerError,
     CorruptRecordError,
+    KafkaConnectionError,
     KafkaError,
+    KafkaTimeoutError,
     OffsetOutOfRangeError,
+    ProtocolDecodeError,
     is_retriable,
 )
 from ..protocol.messages import FETCH
@@ -219,7 +222,8 @@ class Fetcher:
 
     def _fetch_failed(self, node_id: int, exc: Exception) -> None:
         log.info("fetch from broker %d failed: %s; retrying in %.3f s", node_id, exc, self._retry_backoff)
-        self._errors.append(exc)
+        if not _transient(exc):
+            self._errors.append(exc)  # raised once from the next fetched_records()
         self.metadata_refresh_needed = True
         self._forget_preferred(node_id)
         self._retry_later(node_id)
@@ -448,3 +452,12 @@ def _converter(key_deserializer: Deserializer | None,
 
 def _identity(data: bytes | None) -> Any:
     return data
+
+
+def _transient(exc: Exception) -> bool:
+    """Network trouble the fetcher retries by itself (as Java's poll does), never shown to poll()."""
+    if isinstance(exc, CorruptRecordError):
+        return False
+    if isinstance(exc, KafkaConnectionError | KafkaTimeoutError | ProtocolDecodeError):
+        return True
+    return isinstance(exc, BrokerError) and exc.retriable

@@ -1,0 +1,176 @@
+"""The two background paths of KIP-62, as owned asyncio tasks:
+
+- heartbeat: while the member is STABLE, a Heartbeat every heartbeat_interval_ms on the
+  coordinator's own connection; sooner (retry_backoff_ms) after a failure;
+- watchdog: when the time since the last poll() passes max_poll_interval_ms, stop heartbeating
+  and leave the group; the next poll() rejoins.
+
+Fatal errors are stored and raised from the next poll(); nothing here raises into the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Callable
+
+from ..errors import BrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from .group import (
+    FENCED_INSTANCE_ID,
+    ILLEGAL_GENERATION,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    GroupCoordinator,
+)
+from .liveness import LivenessTimers
+from .membership import Event
+
+log = logging.getLogger("aiokafka_lite.consumer")
+
+GROUP_AUTHORIZATION_FAILED = 30
+FATAL_HEARTBEAT_CODES = {FENCED_INSTANCE_ID, GROUP_AUTHORIZATION_FAILED}
+
+
+class LivenessTasks:
+    def __init__(self, group: GroupCoordinator, timers: LivenessTimers, clock: Callable[[], float]) -> None:
+        self.group = group
+        self.timers = timers
+        self.clock = clock
+        self.fatal_error: BaseException | None = None
+        self.wake = asyncio.Event()  # set when membership changes, so sleeping loops re-plan
+        self._tasks: list[asyncio.Task[None]] = []
+        # metrics
+        self.heartbeats_sent = 0
+        self.heartbeat_failures = 0
+        self.last_heartbeat_rtt: float | None = None
+        self.poll_lapses = 0
+        self.last_leave_delay: float | None = None  # seconds from the poll deadline to LeaveGroup sent
+
+    def start(self) -> None:
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._heartbeat_loop(), name="aiokafka-lite heartbeat"),
+                asyncio.create_task(self._watchdog_loop(), name="aiokafka-lite poll watchdog"),
+            ]
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        # A cancelled stop() must still propagate: the suppress above only covers the tasks'
+        # own cancellation, since awaiting a task we cancelled re-raises its CancelledError.
+
+    def poke(self) -> None:
+        self.wake.set()
+
+    async def _sleep(self, delay: float) -> None:
+        """Sleep up to delay seconds, or until poked."""
+        self.wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(None if math.isinf(delay) else max(delay, 0.0)):
+                await self.wake.wait()
+
+    # ------------------------------------------------------------ heartbeat
+
+    async def _heartbeat_loop(self) -> None:
+        membership = self.group.membership
+        while self.fatal_error is None:
+            now = self.clock()
+            if not membership.is_stable or not self.timers.has_session:
+                await self._sleep(self.timers.heartbeat_interval)
+                continue
+            if self.timers.session_expired(now):
+                log.warning("group %s: no heartbeat succeeded for session_timeout_ms=%d; "
+                            "rediscovering the coordinator", self.group.group_id,
+                            self.group.config.session_timeout_ms)
+                self.group.cluster.mark_coordinator_dead(self.group.group_id)
+                self.timers.reset_session(now)
+            delay = self.timers.time_to_next_heartbeat(now)
+            if delay > 0:
+                await self._sleep(delay)
+                continue
+            await self._heartbeat_once()
+
+    async def _heartbeat_once(self) -> None:
+        sent = self.clock()
+        self.timers.on_heartbeat_sent(sent)
+        self.heartbeats_sent += 1
+        try:
+            code = await self.group.heartbeat()
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            log.info("group %s: heartbeat failed: %s", self.group.group_id, exc)
+            self.heartbeat_failures += 1
+            self.timers.on_heartbeat_failure(self.clock())
+            return
+        except KafkaError as exc:  # e.g. coordinator lookup failed: retry, it is not fatal yet
+            log.info("group %s: heartbeat failed: %s", self.group.group_id, exc)
+            self.heartbeat_failures += 1
+            self.timers.on_heartbeat_failure(self.clock())
+            return
+        now = self.clock()
+        self.last_heartbeat_rtt = now - sent
+        self._on_heartbeat_code(code, now)
+
+    def _on_heartbeat_code(self, code: int, now: float) -> None:
+        membership = self.group.membership
+        if code in (NONE, REBALANCE_IN_PROGRESS):
+            self.timers.on_heartbeat_success(now)
+            if code == REBALANCE_IN_PROGRESS and membership.is_stable:
+                log.info("group %s: rebalance in progress; the next poll() rejoins", self.group.group_id)
+                membership.handle(Event.REBALANCE_IN_PROGRESS)
+            return
+        if code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+            log.info("group %s: heartbeat says %s; the next poll() rejoins", self.group.group_id,
+                     BrokerError(code).name)
+            membership.handle(Event.UNKNOWN_MEMBER_ID if code == UNKNOWN_MEMBER_ID else Event.ILLEGAL_GENERATION)
+            return
+        if code in FATAL_HEARTBEAT_CODES:
+            if code == FENCED_INSTANCE_ID:
+                membership.handle(Event.FENCED)
+            self.fatal_error = BrokerError(code, f"Heartbeat for group {self.group.group_id!r}")
+            return
+        self.heartbeat_failures += 1
+        self.timers.on_heartbeat_failure(now)
+
+    # ------------------------------------------------------------ poll-deadline watchdog
+
+    async def _watchdog_loop(self) -> None:
+        membership = self.group.membership
+        while self.fatal_error is None:
+            if not membership.is_stable:
+                await self._sleep(self.timers.max_poll_interval)
+                continue
+            delay = self.timers.time_to_poll_deadline(self.clock())
+            if delay > 0:
+                await self._sleep(delay)
+                continue
+            await self._leave_on_lapse()
+
+    async def _leave_on_lapse(self) -> None:
+        now = self.clock()
+        lapse = self.timers.seconds_since_last_poll(now) or 0.0
+        config = self.group.config
+        self.poll_lapses += 1
+        self.timers.disarm_poll_deadline()
+        self.timers.clear_session()  # no more heartbeats until the next poll() rejoins
+        self.group.lapse(
+            f"this member left the group because {lapse:.1f} s passed between poll() calls, more than "
+            f"max_poll_interval_ms={config.max_poll_interval_ms}"
+        )
+        log.warning(
+            "group %s: %.1f s since the last poll() exceeds max_poll_interval_ms=%d: leaving the group "
+            "so its partitions go to live members; the next poll() rejoins. If processing a batch "
+            "takes this long, raise max_poll_interval_ms or lower max_poll_records (now %d).",
+            self.group.group_id, lapse, config.max_poll_interval_ms, config.max_poll_records,
+        )
+        self.last_leave_delay = lapse - self.timers.max_poll_interval
+        try:
+            await self.group.leave("consumer poll timeout has expired", timeout=config.request_timeout)
+        except KafkaError as exc:
+            log.info("group %s: LeaveGroup after the poll lapse failed: %s", self.group.group_id, exc)

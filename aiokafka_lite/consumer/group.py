@@ -1,0 +1,388 @@
+"""The group path: find the coordinator, join and sync (eager protocol), commit and fetch offsets,
+leave. Every request goes over the coordinator's own connection.
+
+The join runs as an owned task, so a poll() whose timeout lapses mid-rebalance returns empty
+without cancelling the rebalance; the next poll picks the finished (or failed) join up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._net.cluster import Cluster
+from .._net.connection import Connection
+from ..config import ConsumerConfig
+from ..errors import (
+    BrokerError,
+    CommitFailedError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RebalanceInProgressError,
+)
+from ..protocol import consumer_protocol as cp
+from ..protocol.messages import (
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
+from ..structs import OffsetAndMetadata, TopicPartition
+from .assignors import PartitionAssignor, lookup_assignor
+from .membership import NO_GENERATION, Event, GroupMembership, State
+
+log = logging.getLogger("aiokafka_lite.consumer")
+
+# Error codes by name, for readability of the branches below.
+NONE = 0
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+REQUEST_TIMED_OUT = 7
+UNSTABLE_OFFSET_COMMIT = 88
+
+COORDINATOR_MOVED = {COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
+GENERATION_GONE = {ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID}
+# Newer versions address topics by id only; this client tracks topics by name.
+VERSION_CAPS = {OFFSET_COMMIT.key: 9, OFFSET_FETCH.key: 9}
+# JoinGroup's request timeout: the rebalance timeout plus this, so the broker answers first.
+JOIN_MARGIN = 5.0
+
+
+@dataclass(frozen=True)
+class Assignment:
+    generation_id: int
+    partitions: frozenset[TopicPartition]
+
+
+class GroupCoordinator:
+    def __init__(self, cluster: Cluster, config: ConsumerConfig) -> None:
+        assert config.group_id is not None
+        self.cluster = cluster
+        self.config = config
+        self.group_id: str = config.group_id
+        self.membership = GroupMembership(self.group_id, config.group_instance_id)
+        self.rejoin_reason: str | None = None
+        self.assignors: list[PartitionAssignor] = [
+            lookup_assignor(name) for name in config.partition_assignment_strategy
+        ]
+        self.rebalances = 0
+        self.last_rebalance_seconds: float | None = None
+        self.lapse_reason: str | None = None  # why the member left on its own, for CommitFailedError
+
+    # ------------------------------------------------------------ coordinator
+
+    async def connection(self, timeout: float | None) -> Connection:
+        return await self.cluster.coordinator_connection(self.group_id, timeout=timeout)
+
+    async def _send(self, api: Any, body: dict[str, Any], timeout: float | None,
+                    request_timeout: float | None = None) -> tuple[int, dict[str, Any]]:
+        """One request to the coordinator: (version, response). Connection loss marks it unknown."""
+        conn = await self.connection(timeout)
+        version = conn.version_for(api, VERSION_CAPS.get(api.key))
+        try:
+            return version, await conn.send(api, version, body, timeout=request_timeout)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self.cluster.mark_coordinator_dead(self.group_id)
+            raise
+
+    def coordinator_error(self, code: int) -> None:
+        if code in COORDINATOR_MOVED:
+            self.cluster.mark_coordinator_dead(self.group_id)
+
+    # ------------------------------------------------------------ join + sync
+
+    async def join(self, topics: frozenset[str]) -> Assignment:
+        """JoinGroup then SyncGroup until this member holds an assignment for a generation.
+
+        Bounded by the caller (the consumer's join task is cancelled on close); retriable
+        errors back off and retry, fatal ones raise.
+        """
+        started = asyncio.get_running_loop().time()
+        while True:
+            try:
+                assignment = await self._join_once(topics)
+            except _Retry as retry:
+                log.debug("group %s: rejoining: %s", self.group_id, retry)
+                await asyncio.sleep(retry.backoff)
+                continue
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                log.info("group %s: coordinator unreachable during join (%s); retrying", self.group_id, exc)
+                self.membership.handle(Event.COORDINATOR_LOST)
+                await asyncio.sleep(self.config.retry_backoff)
+                continue
+            self.rebalances += 1
+            self.last_rebalance_seconds = asyncio.get_running_loop().time() - started
+            return assignment
+
+    async def _join_once(self, topics: frozenset[str]) -> Assignment:
+        m = self.membership
+        m.handle(Event.JOIN_SENT)
+        _version, resp = await self._send(JOIN_GROUP, self._join_body(topics), None,
+                                         request_timeout=self.config.rebalance_timeout + JOIN_MARGIN)
+        code = resp["error_code"]
+        if code == MEMBER_ID_REQUIRED:  # KIP-394: rejoin at once with the id the broker gave
+            m.handle(Event.MEMBER_ID_REQUIRED, member_id=resp["member_id"])
+            raise _Retry("member id required", 0.0)
+        if code != NONE:
+            self._join_failed(code, "JoinGroup")
+        m.handle(Event.JOIN_OK, member_id=resp["member_id"], generation_id=resp["generation_id"],
+                 protocol_name=resp["protocol_name"], leader_id=resp["leader"])
+        assignments: dict[str, bytes] = {}
+        if resp["leader"] == resp["member_id"]:
+            assignments = await self._assign(resp["protocol_name"], resp["members"])
+        return await self._sync(assignments)
+
+    def _join_body(self, topics: frozenset[str]) -> dict[str, Any]:
+        m = self.membership
+        # Eager protocol: every partition is revoked before joining, so none is reported as owned.
+        protocols = [
+            {"name": a.name, "metadata": cp.encode_subscription(cp.Subscription(
+                topics=sorted(topics), user_data=a.subscription_user_data(m.generation_id)))}
+            for a in self.assignors
+        ]
+        return {
+            "group_id": self.group_id,
+            "session_timeout_ms": self.config.session_timeout_ms,
+            "rebalance_timeout_ms": self.config.max_poll_interval_ms,
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "protocol_type": "consumer",
+            "protocols": protocols,
+            "reason": self.rejoin_reason,
+        }
+
+    def _join_failed(self, code: int, what: str) -> None:
+        m = self.membership
+        if code in COORDINATOR_MOVED:
+            self.coordinator_error(code)
+            m.handle(Event.COORDINATOR_LOST)
+            raise _Retry(f"{what}: coordinator moved", self.config.retry_backoff)
+        if code in (COORDINATOR_LOAD_IN_PROGRESS, REQUEST_TIMED_OUT):
+            m.handle(Event.COORDINATOR_LOST)
+            raise _Retry(f"{what}: coordinator busy", self.config.retry_backoff)
+        if code == UNKNOWN_MEMBER_ID:
+            m.handle(Event.UNKNOWN_MEMBER_ID)
+            raise _Retry(f"{what}: member unknown", 0.0)
+        if code in (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS):
+            m.handle(Event.REBALANCE_IN_PROGRESS if code == REBALANCE_IN_PROGRESS else Event.ILLEGAL_GENERATION)
+            raise _Retry(f"{what}: generation moved on", 0.0)
+        if code == INVALID_SESSION_TIMEOUT:
+            raise ConfigError(
+                f"the broker rejected session_timeout_ms={self.config.session_timeout_ms}: it must lie "
+                "within the broker's group.min.session.timeout.ms and group.max.session.timeout.ms "
+                "(Kafka's defaults: 6000 to 1800000)"
+            )
+        if code == FENCED_INSTANCE_ID:
+            m.handle(Event.FENCED)
+        raise BrokerError(code, f"{what} for group {self.group_id!r}")
+
+    async def _assign(self, protocol: str, members: list[dict[str, Any]]) -> dict[str, bytes]:
+        """As leader: decode every member's subscription, run the chosen assignor."""
+        assignor = next(a for a in self.assignors if a.name == protocol)
+        subscriptions = {mem["member_id"]: cp.decode_subscription(mem["metadata"], mem.get("group_instance_id"))
+                         for mem in members}
+        all_topics = sorted({t for s in subscriptions.values() for t in s.topics})
+        await self.cluster.refresh_metadata(all_topics, timeout=self.config.request_timeout)
+        partitions = {t: len(self.cluster.partitions_for(t) or ()) for t in all_topics}
+        result = assignor.assign(partitions, subscriptions)
+        log.info("group %s: leader assigned %s with %s", self.group_id,
+                 {mid: sorted(a.partitions()) for mid, a in result.items()}, protocol)
+        return {mid: cp.encode_assignment(a) for mid, a in result.items()}
+
+    async def _sync(self, assignments: Mapping[str, bytes]) -> Assignment:
+        m = self.membership
+        m.handle(Event.SYNC_SENT)
+        body = {
+            "group_id": self.group_id,
+            "generation_id": m.generation_id,
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "protocol_type": "consumer",
+            "protocol_name": m.protocol_name,
+            "assignments": [{"member_id": k, "assignment": v} for k, v in assignments.items()],
+        }
+        _, resp = await self._send(SYNC_GROUP, body, None,
+                                   request_timeout=self.config.rebalance_timeout + JOIN_MARGIN)
+        if resp["error_code"] != NONE:
+            self._join_failed(resp["error_code"], "SyncGroup")
+        raw = resp["assignment"]
+        decoded = cp.decode_assignment(bytes(raw)) if raw else cp.Assignment(())
+        m.handle(Event.SYNC_OK)
+        return Assignment(m.generation_id, frozenset(decoded.partitions()))
+
+    # ------------------------------------------------------------ heartbeat + leave
+
+    async def heartbeat(self) -> int:
+        """One Heartbeat; returns the broker's error code (the heartbeat task interprets it)."""
+        m = self.membership
+        body = {"group_id": self.group_id, "generation_id": m.generation_id, "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id}
+        _, resp = await self._send(HEARTBEAT, body, None)
+        code: int = resp["error_code"]
+        self.coordinator_error(code)
+        return code
+
+    async def leave(self, reason: str, timeout: float | None) -> bool:
+        """LeaveGroup for a dynamic member (static members stay until their session expires,
+        as in Java). Returns True when a LeaveGroup was sent and acknowledged."""
+        m = self.membership
+        if not m.in_group:
+            return False
+        member_id = m.member_id
+        m.handle(Event.LEAVE_SENT)
+        try:
+            if m.is_static or not member_id:
+                return False
+            body = {"group_id": self.group_id, "member_id": member_id,
+                    "members": [{"member_id": member_id, "group_instance_id": None, "reason": reason}]}
+            _, resp = await self._send(LEAVE_GROUP, body, timeout, request_timeout=timeout)
+            if resp["error_code"] != NONE:
+                log.info("group %s: LeaveGroup answered %s", self.group_id, BrokerError(resp["error_code"]))
+            return True
+        finally:
+            m.handle(Event.LEAVE_DONE)
+
+    def lapse(self, reason: str) -> None:
+        """The poll deadline lapsed: the caller sends LeaveGroup next (see leave())."""
+        self.lapse_reason = reason
+        self.membership.handle(Event.POLL_DEADLINE_LAPSED)
+
+    @property
+    def needs_join(self) -> bool:
+        m = self.membership
+        return m.state is State.UNJOINED or (m.rejoin_needed and m.state is State.STABLE)
+
+    @property
+    def partitions_lost(self) -> bool:
+        """The generation is gone (member removed, lapsed or fenced): owned partitions may
+        already belong to others, so they are lost rather than revoked and not committed."""
+        return self.membership.generation_id == NO_GENERATION
+
+    def request_rejoin(self, reason: str) -> None:
+        if self.membership.state not in (State.FAILED, State.CLOSED):
+            self.rejoin_reason = reason
+            self.membership.handle(Event.REJOIN_NEEDED)
+
+    # ------------------------------------------------------------ offsets
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout: float | None) -> None:
+        m = self.membership
+        generation = m.generation_if_stable()
+        if generation is None:
+            raise CommitFailedError(self._stale_commit_reason())
+        body = {
+            "group_id": self.group_id,
+            "generation_id_or_member_epoch": generation[0],
+            "member_id": generation[1],
+            "group_instance_id": m.group_instance_id,
+            "topics": _by_topic(offsets, lambda tp, om: {
+                "partition_index": tp.partition,
+                "committed_offset": om.offset,
+                "committed_leader_epoch": -1 if om.leader_epoch is None else om.leader_epoch,
+                "committed_metadata": om.metadata,
+            }),
+        }
+        while True:
+            _, resp = await self._send(OFFSET_COMMIT, body, timeout)
+            codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]} - {NONE}
+            if not codes:
+                return
+            self._commit_failed(codes)
+            await asyncio.sleep(self.config.retry_backoff)
+
+    def _commit_failed(self, codes: set[int]) -> None:
+        m = self.membership
+        if codes & GENERATION_GONE:
+            m.handle(Event.UNKNOWN_MEMBER_ID if UNKNOWN_MEMBER_ID in codes else Event.ILLEGAL_GENERATION)
+            raise CommitFailedError(self._stale_commit_reason())
+        if REBALANCE_IN_PROGRESS in codes:
+            m.handle(Event.REBALANCE_IN_PROGRESS)
+            raise RebalanceInProgressError(
+                "the group is rebalancing: poll() to rejoin, then commit the records handed out since"
+            )
+        if FENCED_INSTANCE_ID in codes:
+            m.handle(Event.FENCED)
+            raise BrokerError(FENCED_INSTANCE_ID, f"OffsetCommit for group {self.group_id!r}")
+        for code in codes:
+            self.coordinator_error(code)
+            if not BrokerError(code).retriable:
+                raise BrokerError(code, f"OffsetCommit for group {self.group_id!r}")
+        # Every code is retriable: the caller's loop retries within its timeout.
+
+    def _stale_commit_reason(self) -> str:
+        why = self.lapse_reason or "the group rebalanced and this member's generation is no longer current"
+        return (
+            f"commit failed: {why}. The partitions may already be owned by another member, which "
+            "will process the uncommitted records again. Poll more often, or raise "
+            "max_poll_interval_ms or lower max_poll_records."
+        )
+
+    async def fetch_committed(self, tps: list[TopicPartition], timeout: float | None
+                              ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        topics = _by_topic({tp: None for tp in tps}, lambda tp, _: tp.partition, key="partition_indexes")
+        while True:
+            _, resp = await self._send(OFFSET_FETCH, _offset_fetch_body(self.group_id, topics), timeout)
+            result, retry = _parse_offset_fetch(resp)
+            if not retry:
+                return {tp: result.get(tp) for tp in tps}
+            for code in retry:
+                self.coordinator_error(code)
+            await asyncio.sleep(self.config.retry_backoff)
+
+
+class _Retry(KafkaError):
+    def __init__(self, why: str, backoff: float) -> None:
+        super().__init__(why)
+        self.backoff = backoff
+
+
+def _by_topic(items: Mapping[TopicPartition, Any], make: Any, key: str = "partitions") -> list[dict[str, Any]]:
+    topics: dict[str, list[Any]] = {}
+    for tp, value in items.items():
+        topics.setdefault(tp.topic, []).append(make(tp, value))
+    return [{"name": name, key: parts} for name, parts in topics.items()]
+
+
+def _offset_fetch_body(group_id: str, topics: list[dict[str, Any]]) -> dict[str, Any]:
+    # Both layouts are filled: v0-7 read the top-level fields, v8+ the batched `groups`.
+    return {"group_id": group_id, "topics": topics, "require_stable": True,
+            "groups": [{"group_id": group_id, "topics": topics}]}
+
+
+def _parse_offset_fetch(resp: dict[str, Any]) -> tuple[dict[TopicPartition, OffsetAndMetadata], set[int]]:
+    groups = resp.get("groups") or [resp]
+    result: dict[TopicPartition, OffsetAndMetadata] = {}
+    retry: set[int] = set()
+    for group in groups:
+        code = group.get("error_code", NONE)
+        if code != NONE:
+            if BrokerError(code).retriable:
+                retry.add(code)
+                continue
+            raise BrokerError(code, "OffsetFetch")
+        for topic in group["topics"]:
+            for p in topic["partitions"]:
+                if p["error_code"] == UNSTABLE_OFFSET_COMMIT or (BrokerError(p["error_code"]).retriable \
+                        and p["error_code"] != NONE):
+                    retry.add(p["error_code"])
+                elif p["error_code"] != NONE:
+                    raise BrokerError(p["error_code"], f"OffsetFetch {topic['name']}-{p['partition_index']}")
+                elif p["committed_offset"] >= 0:
+                    epoch = p.get("committed_leader_epoch", -1)
+                    result[TopicPartition(topic["name"], p["partition_index"])] = OffsetAndMetadata(
+                        p["committed_offset"], p.get("metadata") or "", None if epoch is None or epoch < 0 else epoch)
+    return result, retry

@@ -1,0 +1,59 @@
+"""consumer.metrics(): a plain-dict snapshot, cheap enough to serve from a /metrics endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+
+
+def snapshot(consumer: Consumer) -> dict[str, Any]:
+    now = asyncio.get_running_loop().time() if _loop_running() else None
+    timers = consumer._timers
+    out: dict[str, Any] = {
+        "started": consumer._started,
+        "closed": consumer._closed,
+        "polls": consumer._polls,
+        "seconds_since_last_poll": None if now is None else timers.seconds_since_last_poll(now),
+        "assignment": sorted(f"{tp.topic}-{tp.partition}" for tp in consumer._subscription.assigned()),
+        "lag": _lag(consumer),
+    }
+    group = consumer._group
+    if group is not None:
+        m = group.membership
+        out.update({
+            "group_id": group.group_id,
+            "group_state": m.state.name,
+            "generation_id": m.generation_id,
+            "member_id": m.member_id,
+            "rebalances": group.rebalances,
+            "last_rebalance_seconds": group.last_rebalance_seconds,
+        })
+    live = consumer._liveness
+    if live is not None:
+        out.update({
+            "heartbeats_sent": live.heartbeats_sent,
+            "heartbeat_failures": live.heartbeat_failures,
+            "heartbeat_rtt_seconds": live.last_heartbeat_rtt,
+            "poll_interval_lapses": live.poll_lapses,
+            "last_leave_delay_seconds": live.last_leave_delay,
+        })
+    return out
+
+
+def _lag(consumer: Consumer) -> dict[str, int | None]:
+    lag: dict[str, int | None] = {}
+    for tp, st in consumer._subscription.assignment.items():
+        end = st.high_watermark
+        lag[f"{tp.topic}-{tp.partition}"] = None if end is None or st.position is None else max(end - st.position, 0)
+    return lag
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -1,0 +1,170 @@
+"""What the consumer reads: the subscription (topics, pattern or manual assignment) and, for each
+assigned partition, its fetch position, pause flag and pending offset reset. No I/O here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ..errors import IllegalStateError
+from ..structs import OffsetAndMetadata, TopicPartition
+
+
+class SubscriptionType(Enum):
+    NONE = "none"
+    TOPICS = "topics"
+    PATTERN = "pattern"
+    MANUAL = "manual"
+
+
+class ResetStrategy(Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    NONE = "none"
+
+
+@dataclass
+class PartitionState:
+    """Per assigned partition. `position` is the next offset to hand out (None: not yet known)."""
+
+    position: int | None = None
+    leader_epoch: int | None = None
+    paused: bool = False
+    reset_to: ResetStrategy | None = None  # a pending reset, resolved with ListOffsets
+    high_watermark: int | None = None
+    last_stable_offset: int | None = None
+    log_start_offset: int | None = None
+
+    @property
+    def fetchable(self) -> bool:
+        return not self.paused and self.position is not None and self.reset_to is None
+
+
+@dataclass
+class SubscriptionState:
+    default_reset: ResetStrategy = ResetStrategy.LATEST
+    type: SubscriptionType = SubscriptionType.NONE
+    topics: frozenset[str] = frozenset()
+    pattern: re.Pattern[str] | None = None
+    assignment: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    # Bumped whenever the assignment changes, so in-flight fetches for old assignments are dropped.
+    assignment_epoch: int = 0
+
+    # ------------------------------------------------------------ subscription
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        self._check_type(SubscriptionType.TOPICS)
+        names = frozenset(topics)
+        for name in names:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"topic names must be non-empty strings, got {name!r}")
+        self.type = SubscriptionType.TOPICS if names else SubscriptionType.NONE
+        self.topics = names
+        self.pattern = None
+
+    def subscribe_pattern(self, pattern: str | re.Pattern[str]) -> None:
+        self._check_type(SubscriptionType.PATTERN)
+        self.type = SubscriptionType.PATTERN
+        self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.topics = frozenset()
+
+    def match_pattern(self, all_topics: Iterable[str]) -> bool:
+        """Update the topic set from the cluster's topics; True when it changed."""
+        if self.pattern is None:
+            return False
+        matched = frozenset(t for t in all_topics if self.pattern.match(t))
+        changed = matched != self.topics
+        self.topics = matched
+        return changed
+
+    def assign_manually(self, partitions: Iterable[TopicPartition]) -> None:
+        self._check_type(SubscriptionType.MANUAL)
+        tps = list(partitions)
+        for tp in tps:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"assign() takes TopicPartition objects, got {tp!r}")
+        self.type = SubscriptionType.MANUAL if tps else SubscriptionType.NONE
+        self.topics = frozenset(tp.topic for tp in tps)
+        self.set_assignment(tps)
+
+    def unsubscribe(self) -> None:
+        self.type = SubscriptionType.NONE
+        self.topics = frozenset()
+        self.pattern = None
+        self.set_assignment(())
+
+    def _check_type(self, wanted: SubscriptionType) -> None:
+        if self.type not in (SubscriptionType.NONE, wanted):
+            raise IllegalStateError(
+                f"subscription to topics, to a pattern and manual assign() are mutually exclusive; "
+                f"the consumer already uses {self.type.value}: call unsubscribe() first"
+            )
+
+    @property
+    def uses_group(self) -> bool:
+        return self.type in (SubscriptionType.TOPICS, SubscriptionType.PATTERN)
+
+    # ------------------------------------------------------------ assignment
+
+    def set_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        """Replace the assignment, keeping the state of partitions that stay."""
+        old = self.assignment
+        self.assignment = {tp: old.get(tp) or PartitionState() for tp in partitions}
+        self.assignment_epoch += 1
+
+    def assigned(self) -> set[TopicPartition]:
+        return set(self.assignment)
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        st = self.assignment.get(tp)
+        if st is None:
+            raise IllegalStateError(f"{tp} is not assigned to this consumer")
+        return st
+
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        return tp in self.assignment
+
+    def fetchable(self) -> list[TopicPartition]:
+        return [tp for tp, st in self.assignment.items() if st.fetchable]
+
+    def needing_position(self) -> list[TopicPartition]:
+        """Partitions without a position and no reset pending: their committed offset is needed."""
+        return [tp for tp, st in self.assignment.items() if st.position is None and st.reset_to is None]
+
+    def needing_reset(self) -> list[TopicPartition]:
+        return [tp for tp, st in self.assignment.items() if st.reset_to is not None]
+
+    def seek(self, tp: TopicPartition, offset: int, leader_epoch: int | None = None) -> None:
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"seek offset must be an int >= 0, got {offset!r}")
+        st = self.state(tp)
+        st.position = offset
+        st.leader_epoch = leader_epoch
+        st.reset_to = None
+
+    def request_reset(self, tp: TopicPartition, strategy: ResetStrategy | None = None) -> None:
+        st = self.state(tp)
+        st.reset_to = strategy or self.default_reset
+        st.position = None
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.state(tp).paused = True
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, st in self.assignment.items() if st.paused}
+
+    def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Positions of every partition with a known position: what commit() sends by default."""
+        return {
+            tp: OffsetAndMetadata(st.position, "", st.leader_epoch)
+            for tp, st in self.assignment.items()
+            if st.position is not None
+        }

@@ -1,0 +1,38 @@
+"""Build the consumer's parts from its one settings object."""
+
+from __future__ import annotations
+
+from .._net.cluster import Cluster
+from .._net.options import ConnectionOptions
+from ..config import ConsumerConfig
+from .fetcher import Fetcher
+from .offsets import OffsetLookup
+from .subscription import SubscriptionState
+
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+
+
+def make_cluster(config: ConsumerConfig) -> Cluster:
+    return Cluster(ConnectionOptions.from_settings(config), config.bootstrap_servers)
+
+
+def make_fetcher(config: ConsumerConfig, cluster: Cluster, subscription: SubscriptionState) -> Fetcher:
+    return Fetcher(
+        cluster, subscription,
+        fetch_min_bytes=config.fetch_min_bytes,
+        fetch_max_wait_ms=config.fetch_max_wait_ms,
+        fetch_max_bytes=config.fetch_max_bytes,
+        max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+        isolation_level=ISOLATION_LEVELS[config.isolation_level],
+        check_crcs=config.check_crcs,
+        request_timeout=config.request_timeout,
+        key_deserializer=config.key_deserializer,
+        value_deserializer=config.value_deserializer,
+        client_rack=config.client_rack or None,
+        retry_backoff=config.retry_backoff,
+    )
+
+
+def make_offset_lookup(config: ConsumerConfig, cluster: Cluster) -> OffsetLookup:
+    return OffsetLookup(cluster, isolation_level=ISOLATION_LEVELS[config.isolation_level],
+                        retry_backoff=config.retry_backoff, request_timeout=config.request_timeout)
