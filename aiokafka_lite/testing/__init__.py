@@ -1,0 +1,30 @@
+"""Real Kafka brokers for tests: Tansu, Apache Kafka (KRaft) and librdkafka's mock cluster.
+
+Each broker listens on 127.0.0.1 on free ports, is a context manager, and exposes
+``bootstrap_servers`` and ``name``. The pytest plugin (``aiokafka_lite.testing.plugin``) wraps them
+as fixtures; ``helpers`` creates topics and produces test data with a reference client.
+Importing this package needs only the standard library; each broker checks its own prerequisites
+when started and raises ``BrokerUnavailable`` if one is missing.
+"""
+
+from __future__ import annotations
+
+from aiokafka_lite.testing._process import BrokerStartError, BrokerUnavailable
+from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+from aiokafka_lite.testing.helpers import ProduceError, create_topic, produce, produce_transactional
+from aiokafka_lite.testing.mock_cluster import ApiKey, MockCluster, MockClusterError
+from aiokafka_lite.testing.tansu import TansuBroker
+
+__all__ = [
+    "ApacheKafkaBroker",
+    "ApiKey",
+    "BrokerStartError",
+    "BrokerUnavailable",
+    "MockCluster",
+    "MockClusterError",
+    "ProduceError",
+    "TansuBroker",
+    "create_topic",
+    "produce",
+    "produce_transactional",
+]

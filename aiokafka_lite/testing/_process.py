@@ -1,0 +1,181 @@
+"""Run a broker as a child process in its own process group, and always take it down again.
+
+Brokers are started with ``start_new_session=True`` so the child leads a new process group; stopping
+signals the whole group (SIGTERM, then SIGKILL after a grace period), so nothing the broker forked
+(a JVM helper, a shell wrapper) outlives the fixture. The group's leader is a tiny Python watchdog
+that runs the broker and kills the group if the test process dies without tearing down (SIGKILL,
+a closed pipe): a new session is out of reach of the terminal's and the job runner's signals.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+LOCALHOST = "127.0.0.1"
+
+
+class BrokerUnavailable(RuntimeError):
+    """A broker cannot be started here (a prerequisite is missing); fixtures turn this into a skip."""
+
+
+class BrokerStartError(RuntimeError):
+    """A broker process was started but did not become ready."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOCALHOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_accepts(port: int, host: str = LOCALHOST, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    """Pids whose process group is ``pgid`` (Linux /proc; elsewhere an empty list)."""
+    found: list[int] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Field 5 is the pgrp; the command name (field 2) may contain spaces, so split after ')'.
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 2 and fields[1] != "Z" and int(fields[2]) == pgid:
+            found.append(int(entry.name))
+    return found
+
+
+# argv: parent pid, a directory to delete if the parent dies ("" for none), the broker command.
+# SIGTERM reaches the broker through the group; the watchdog ignores it and exits with the broker's
+# status once the broker has finished shutting down.
+_WATCHDOG = """
+import os, shutil, signal, subprocess, sys, time
+parent, workdir = int(sys.argv[1]), sys.argv[2]
+child = subprocess.Popen(sys.argv[3:])
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while child.poll() is None:
+    if os.getppid() != parent:
+        child.kill()
+        child.wait()
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        os.killpg(0, signal.SIGKILL)
+    time.sleep(0.25)
+sys.exit(child.returncode)
+"""
+
+_running: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    # Fixtures stop their brokers; this catches an interpreter exit that skipped teardown.
+    for process in list(_running):
+        process.kill()
+
+
+class ManagedProcess:
+    """One child process group whose output goes to a log file.
+
+    ``orphan_cleanup`` names a directory the watchdog deletes if this process dies before ``stop()``.
+    """
+
+    def __init__(self, argv: Sequence[str], log_path: Path, *, env: dict[str, str] | None = None,
+                 cwd: Path | None = None, orphan_cleanup: Path | None = None) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        cleanup = str(orphan_cleanup) if orphan_cleanup else ""
+        watched = [sys.executable, "-c", _WATCHDOG, str(os.getpid()), cleanup, *self.argv]
+        self.popen = subprocess.Popen(
+            watched, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            env=env, cwd=cwd, start_new_session=True,
+        )
+        _running.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def exited(self) -> bool:
+        return self.popen.poll() is not None
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the group, SIGKILL it after ``grace`` seconds, reap the leader and close the log."""
+        try:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            self._kill_stragglers(grace)
+        finally:
+            _running.discard(self)
+            self._log.close()
+
+    def kill(self) -> None:
+        """SIGKILL the whole group at once and reap the leader (simulates a crash)."""
+        self._signal_group(signal.SIGKILL)
+        self.popen.wait()
+        _running.discard(self)
+
+    def _kill_stragglers(self, grace: float) -> None:
+        # The leader is gone, but a child that ignored SIGTERM may still hold the group.
+        deadline = time.monotonic() + grace
+        while processes_in_group(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if processes_in_group(self.pid):
+            self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, sig)
+
+    def log_tail(self, max_chars: int = 4000) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-max_chars:]
+
+
+def wait_until(ready: Callable[[], bool], *, timeout: float, what: str,
+               process: ManagedProcess | None = None, interval: float = 0.05) -> None:
+    """Poll ``ready`` until it is true; fail fast (with the log tail) if ``process`` dies."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is not None and process.exited():
+            raise BrokerStartError(
+                f"{what}: process exited with code {process.popen.returncode}; "
+                f"log {process.log_path}:\n{process.log_tail()}")
+        if ready():
+            return
+        if time.monotonic() >= deadline:
+            tail = process.log_tail() if process is not None else ""
+            raise BrokerStartError(f"{what}: not ready after {timeout:.0f} s\n{tail}")
+        time.sleep(interval)

@@ -1,0 +1,253 @@
+"""A real single-node Apache Kafka broker (KRaft, combined broker+controller) for tests.
+
+Needs ``java`` (17+) and, on first use of a version, ``mvn`` to fetch the jars from Maven Central
+into ``~/.cache/aiokafka-lite/kafka-<version>/``::
+
+    with ApacheKafkaBroker("3.9.1", extra_properties={"auto.create.topics.enable": "false"}) as kafka:
+        ...  # kafka.bootstrap_servers == "127.0.0.1:<port>"
+        kafka.restart()          # same ports, same data: committed offsets survive
+        kafka.kill(); kafka.start()   # crash (SIGKILL) and recover
+
+Extra listeners (for TLS or SASL later) are named in ``extra_listeners`` as
+``{"SSL": "SSL"}`` (listener name -> security protocol); each gets its own port, and their settings
+(``listener.name.ssl.ssl.keystore.location`` ...) go in ``extra_properties``.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from aiokafka_lite.testing._kafka_jars import kafka_jars, require_tool
+from aiokafka_lite.testing._probe import kafka_ready
+from aiokafka_lite.testing._process import (
+    LOCALHOST,
+    BrokerStartError,
+    ManagedProcess,
+    free_port,
+    wait_until,
+)
+
+DEFAULT_VERSION = "4.3.1"
+SUPPORTED_VERSIONS = ("4.3.1", "3.9.1")
+
+# Settings that make a one-node broker quick to start and friendly to short test timeouts.
+FAST_TEST_PROPERTIES: dict[str, str] = {
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    # After a SIGKILL the controller refuses the broker's new registration until the old one's
+    # session lapses (9 s by default); a short session makes kill-and-restart quick.
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "num.partitions": "1",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "log.cleaner.dedupe.buffer.size": "8388608",
+}
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.apache.name = org.apache.kafka
+logger.apache.level = INFO
+"""
+
+# C1-only JIT and the serial collector start a small broker seconds faster, and tests never run
+# long enough for C2's better code to pay off.
+_JVM_OPTS = ["-Xms256m", "-Xmx768m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData",
+             "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError"]
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class ApacheKafkaBroker:
+    """One Kafka broker process on free 127.0.0.1 ports; ``stop()`` removes the process and its data."""
+
+    def __init__(self, version: str = DEFAULT_VERSION, *,
+                 extra_properties: Mapping[str, str] | None = None,
+                 extra_listeners: Mapping[str, str] | None = None,
+                 start_timeout: float = 120.0) -> None:
+        self.version = version
+        self.name = f"kafka-{version}"
+        self.extra_properties = dict(extra_properties or {})
+        self.extra_listeners = dict(extra_listeners or {})
+        self.start_timeout = start_timeout
+        self.ports: dict[str, int] = {}
+        self.startup_seconds = 0.0
+        self._tmp: Path | None = None
+        self._jars: Path | None = None
+        self._process: ManagedProcess | None = None
+
+    # -- addresses -----------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self.listener_port("PLAINTEXT")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{LOCALHOST}:{self.port}"
+
+    def listener_port(self, listener: str) -> int:
+        if listener not in self.ports:
+            raise RuntimeError(f"{self.name} has no {listener!r} listener (started? {sorted(self.ports)})")
+        return self.ports[listener]
+
+    @property
+    def log_path(self) -> Path:
+        if self._tmp is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self._tmp / "server.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and not self._process.exited()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> ApacheKafkaBroker:
+        """Start the broker (first call: fetch jars, pick ports, format storage) and wait until ready."""
+        if self._process is not None:
+            return self
+        began = time.monotonic()
+        if self._tmp is None:
+            self._prepare()
+        self._launch()
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after a grace period) and delete its data."""
+        try:
+            self.shutdown()
+        finally:
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
+                self.ports = {}
+
+    def shutdown(self, *, kill: bool = False) -> None:
+        """Stop the process but keep ports and data, so ``start()`` brings the same broker back."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if kill:
+            process.kill()
+        process.stop(grace=20.0)
+
+    def kill(self) -> None:
+        """SIGKILL the broker (an unclean crash); ``start()`` or ``restart()`` recovers it."""
+        self.shutdown(kill=True)
+
+    def restart(self, *, kill: bool = False) -> None:
+        """Stop (cleanly, or by SIGKILL) and start again on the same ports with the same data."""
+        self.shutdown(kill=kill)
+        self.start()
+
+    def __enter__(self) -> ApacheKafkaBroker:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _java(self) -> str:
+        return require_tool("java", f"run Apache Kafka {self.version}")
+
+    def _prepare(self) -> None:
+        java = self._java()
+        self._jars = kafka_jars(self.version)
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"aiokafka-lite-{self.name}-"))
+        try:
+            self.ports = {name: free_port() for name in ["PLAINTEXT", "CONTROLLER", *self.extra_listeners]}
+            (self._tmp / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_path))
+            (self._tmp / "server.properties").write_text(self._server_properties())
+            self._format_storage(java)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _protocols(self) -> dict[str, str]:
+        return {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", **self.extra_listeners}
+
+    def _server_properties(self) -> str:
+        protocols = self._protocols()
+        listeners = ",".join(f"{name}://{LOCALHOST}:{self.ports[name]}" for name in protocols)
+        advertised = ",".join(f"{name}://{LOCALHOST}:{self.ports[name]}"
+                              for name in protocols if name != "CONTROLLER")
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{LOCALHOST}:{self.ports['CONTROLLER']}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listeners": listeners,
+            "advertised.listeners": advertised,
+            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
+            "log.dirs": str(self._workdir() / "data"),
+            **FAST_TEST_PROPERTIES,
+            **self.extra_properties,
+        }
+        return "".join(f"{key}={value}\n" for key, value in props.items())
+
+    def _workdir(self) -> Path:
+        if self._tmp is None:
+            raise RuntimeError(f"{self.name} has no working directory (stopped)")
+        return self._tmp
+
+    def _java_argv(self, java: str, main_class: str, *args: str) -> list[str]:
+        if self._jars is None:
+            self._jars = kafka_jars(self.version)
+        log4j = self._workdir() / "log4j2.properties"
+        return [java, *_JVM_OPTS, f"-Dlog4j2.configurationFile={log4j}",
+                "-cp", f"{self._jars}/*", main_class, *args]
+
+    def _format_storage(self, java: str) -> None:
+        argv = self._java_argv(java, "kafka.tools.StorageTool", "format", "-t", _new_cluster_id(),
+                               "-c", str(self._workdir() / "server.properties"))
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        if result.returncode != 0:
+            raise BrokerStartError(f"{self.name}: formatting storage failed:\n"
+                                   f"{(result.stdout + result.stderr)[-3000:]}")
+
+    def _launch(self) -> None:
+        workdir = self._workdir()
+        argv = self._java_argv(self._java(), "kafka.Kafka", str(workdir / "server.properties"))
+        self._process = ManagedProcess(argv, workdir / "stdout.log", cwd=workdir, orphan_cleanup=workdir)
+        try:
+            wait_until(lambda: kafka_ready(LOCALHOST, self.port), timeout=self.start_timeout,
+                       what=f"{self.name} on port {self.port} (log {self.log_path})",
+                       process=self._process, interval=0.1)
+        except BaseException:
+            self.shutdown(kill=True)
+            raise

@@ -1,0 +1,157 @@
+"""Set up test data with a reference client (confluent-kafka / librdkafka), independent of ours.
+
+    create_topic(broker.bootstrap_servers, "orders", partitions=3)
+    produce(broker.bootstrap_servers, "orders", [(b"k", b"v"), {"value": b"x", "partition": 2}])
+    produce_transactional(bootstrap, "orders", records, commit=False)   # an aborted transaction
+
+``confluent_kafka`` is imported when a helper is called, not when this module is imported.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiokafka_lite.testing.mock_cluster import MockCluster, live_cluster
+
+Record = tuple[bytes | str | None, bytes | str | None] | Mapping[str, Any]
+
+
+class ProduceError(RuntimeError):
+    """At least one record was not acknowledged by the broker."""
+
+
+def _confluent() -> Any:
+    try:
+        import confluent_kafka
+        import confluent_kafka.admin
+    except ImportError as exc:
+        raise RuntimeError(
+            "these helpers need confluent-kafka: pip install 'aiokafka-lite[testing]'") from exc
+    return confluent_kafka
+
+
+def _bootstrap_of(target: str | Any) -> str:
+    return target if isinstance(target, str) else str(target.bootstrap_servers)
+
+
+def create_topic(target: str | Any, name: str, partitions: int = 1, config: Mapping[str, str] | None = None,
+                 timeout: float = 30.0, replication_factor: int = 1) -> None:
+    """Create ``name`` and wait until its metadata shows every partition with a leader.
+
+    ``target`` is a bootstrap string or any broker object from this package. A librdkafka mock
+    cluster has no CreateTopics API, so for it the mock's own call is used.
+    """
+    bootstrap = _bootstrap_of(target)
+    mock = target if isinstance(target, MockCluster) else live_cluster(bootstrap)
+    if mock is not None:
+        mock.create_topic(name, partitions, replication_factor)
+        return
+    admin = _confluent().admin
+    client = admin.AdminClient({"bootstrap.servers": bootstrap})
+    new_topic = admin.NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                               config=dict(config or {}))
+    futures = client.create_topics([new_topic], operation_timeout=timeout, request_timeout=timeout)
+    futures[name].result(timeout=timeout)
+    _wait_for_leaders(client, name, partitions, timeout)
+
+
+def _wait_for_leaders(client: Any, name: str, partitions: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        topic = client.list_topics(name, timeout=max(deadline - time.monotonic(), 0.1)).topics.get(name)
+        if (topic is not None and topic.error is None and len(topic.partitions) == partitions
+                and all(p.leader >= 0 for p in topic.partitions.values())):
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout} s")
+        time.sleep(0.05)
+
+
+def _as_bytes(value: bytes | str | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+def _produce_args(topic: str, record: Record) -> dict[str, Any]:
+    if not isinstance(record, Mapping):
+        key, value = record
+        return {"topic": topic, "key": _as_bytes(key), "value": _as_bytes(value)}
+    unknown = set(record) - {"key", "value", "headers", "partition", "timestamp"}
+    if unknown:
+        raise ValueError(f"unknown record fields {sorted(unknown)}")
+    args: dict[str, Any] = {"topic": topic, "key": _as_bytes(record.get("key")),
+                            "value": _as_bytes(record.get("value"))}
+    for field in ("headers", "partition", "timestamp"):
+        if record.get(field) is not None:
+            args[field] = record[field]
+    return args
+
+
+def _send_all(producer: Any, topic: str, records: Iterable[Record], failures: list[str]) -> int:
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    count = 0
+    for record in records:
+        while True:
+            try:
+                producer.produce(on_delivery=on_delivery, **_produce_args(topic, record))
+                break
+            except BufferError:  # local queue full: let deliveries drain, then retry this record
+                producer.poll(0.1)
+        count += 1
+        producer.poll(0)
+    return count
+
+
+def _flush(producer: Any, timeout: float) -> None:
+    remaining = producer.flush(timeout)
+    if remaining:
+        raise ProduceError(f"{remaining} records still unacknowledged after {timeout} s")
+
+
+def produce(target: str | Any, topic: str, records: Iterable[Record], compression: str = "none",
+            timeout: float = 30.0, **producer_conf: Any) -> int:
+    """Produce ``records`` ((key, value) pairs or dicts with key/value/headers/partition/timestamp),
+    wait for every acknowledgement and return how many were sent; raise ProduceError on any failure.
+
+    Extra librdkafka settings go in ``producer_conf`` with dots as underscores (``linger_ms=5``).
+    """
+    conf = {"bootstrap.servers": _bootstrap_of(target), "compression.type": compression,
+            "linger.ms": 5, **{k.replace("_", "."): v for k, v in producer_conf.items()}}
+    producer = _confluent().Producer(conf)
+    failures: list[str] = []
+    count = _send_all(producer, topic, records, failures)
+    _flush(producer, timeout)
+    if failures:
+        raise ProduceError(f"{len(failures)} of {count} records failed: {failures[:5]}")
+    return count
+
+
+def produce_transactional(target: str | Any, topic: str, records: Iterable[Record], *, commit: bool = True,
+                          compression: str = "none", transactional_id: str | None = None,
+                          timeout: float = 30.0, **producer_conf: Any) -> int:
+    """Produce ``records`` in one transaction, then commit it (or abort it with ``commit=False``).
+
+    Handy for read_committed tests: an aborted transaction leaves records plus an abort marker.
+    """
+    conf = {"bootstrap.servers": _bootstrap_of(target), "compression.type": compression,
+            "transactional.id": transactional_id or f"aiokafka-lite-test-{uuid.uuid4().hex[:12]}",
+            **{k.replace("_", "."): v for k, v in producer_conf.items()}}
+    producer = _confluent().Producer(conf)
+    producer.init_transactions(timeout)
+    producer.begin_transaction()
+    failures: list[str] = []
+    count = _send_all(producer, topic, records, failures)
+    _flush(producer, timeout)
+    if failures:
+        producer.abort_transaction(timeout)
+        raise ProduceError(f"{len(failures)} of {count} records failed: {failures[:5]}")
+    if commit:
+        producer.commit_transaction(timeout)
+    else:
+        producer.abort_transaction(timeout)
+    return count

