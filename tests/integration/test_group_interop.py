@@ -1,0 +1,189 @@
+"""Our members share a group with librdkafka (confluent-kafka) and aiokafka members on Apache
+Kafka 4.x, with the standard ConsumerProtocol and the range / roundrobin assignors.
+
+Every member commits the offsets of each batch right after processing it; a batch whose commit
+fails (the generation moved on) is not counted, because the partition's next owner reads it
+again from the last committed offset. So the records counted are exactly the committed ones,
+and each must appear once: none lost, none committed twice, through two rebalances (a third
+aiokafka-lite member joins, then the aiokafka member leaves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+
+import pytest
+
+from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite.errors import CommitFailedError, RebalanceInProgressError
+from aiokafka_lite.testing.helpers import create_topic, produce
+
+pytestmark = pytest.mark.asyncio
+
+RECORDS = 100_000
+PARTITIONS = 12
+BATCH = 200
+PROCESSING = 0.05  # seconds of "work" per batch, so rebalances happen mid-stream
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: Counter[tuple[int, int]] = Counter()
+        self.by_member: Counter[str] = Counter()
+        self.assigned: set[str] = set()  # members that have held partitions
+
+    def add(self, member: str, positions: list[tuple[int, int]]) -> None:
+        with self.lock:
+            self.seen.update(positions)
+            self.by_member[member] += len(positions)
+
+    def total(self) -> int:
+        with self.lock:
+            return sum(self.seen.values())
+
+
+def _last_offsets(positions: list[tuple[int, int]]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for partition, offset in positions:
+        last[partition] = max(last.get(partition, -1), offset)
+    return last
+
+
+async def run_ours(name: str, consumer: Consumer, topic: str, ledger: Ledger, stop: asyncio.Event) -> None:
+    async with consumer:
+        while not stop.is_set():
+            batch = await consumer.poll(timeout=0.3)
+            if consumer.assignment():
+                ledger.assigned.add(name)
+            if not batch:
+                continue
+            await asyncio.sleep(PROCESSING)
+            positions = [(r.partition, r.offset) for r in batch]
+            commit = {TopicPartition(topic, p): off + 1 for p, off in _last_offsets(positions).items()}
+            try:
+                await consumer.commit(commit)
+            except (CommitFailedError, RebalanceInProgressError):
+                continue
+            ledger.add(name, positions)
+
+
+def run_confluent(bootstrap: str, group: str, topic: str, strategy: str, ledger: Ledger,
+                  stop: threading.Event) -> None:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "partition.assignment.strategy": strategy,
+        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+    })
+    consumer.subscribe([topic])
+    try:
+        while not stop.is_set():
+            messages = [m for m in consumer.consume(BATCH, timeout=0.3) if m.error() is None]
+            if consumer.assignment():
+                ledger.assigned.add("confluent")
+            if not messages:
+                continue
+            stop.wait(PROCESSING)
+            positions = [(m.partition(), m.offset()) for m in messages]
+            commit = [confluent_kafka.TopicPartition(topic, p, off + 1)
+                      for p, off in _last_offsets(positions).items()]
+            try:
+                consumer.commit(offsets=commit, asynchronous=False)
+            except confluent_kafka.KafkaException:
+                continue
+            ledger.add("confluent", positions)
+    finally:
+        consumer.close()
+
+
+async def run_aiokafka(bootstrap: str, group: str, topic: str, strategy: str, ledger: Ledger,
+                       stop: asyncio.Event) -> None:
+    import aiokafka
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.errors import CommitFailedError as AioCommitFailed
+    from aiokafka.errors import IllegalStateError as AioIllegalState
+    from aiokafka.errors import KafkaError as AioKafkaError
+
+    assignor = RangePartitionAssignor if strategy == "range" else RoundRobinPartitionAssignor
+    consumer = aiokafka.AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        auto_offset_reset="earliest", partition_assignment_strategy=(assignor,),
+        session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            data = await consumer.getmany(timeout_ms=300, max_records=BATCH)
+            positions = [(tp.partition, m.offset) for tp, msgs in data.items() for m in msgs]
+            if consumer.assignment():
+                ledger.assigned.add("aiokafka")
+            if not positions:
+                continue
+            await asyncio.sleep(PROCESSING)
+            commit = {aiokafka.TopicPartition(topic, p): off + 1 for p, off in _last_offsets(positions).items()}
+            try:
+                await consumer.commit(commit)
+            except (AioCommitFailed, AioIllegalState, AioKafkaError):
+                continue
+            ledger.add("aiokafka", positions)
+    finally:
+        await consumer.stop()
+
+
+async def _wait_until(condition, timeout: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+async def test_mixed_group_consumes_exactly_once_through_rebalances(apache_kafka_broker, unique_topic,
+                                                                    unique_group, strategy):
+    broker = apache_kafka_broker
+    create_topic(broker, unique_topic, partitions=PARTITIONS)
+    ledger = Ledger()
+    stop_all = asyncio.Event()
+    stop_aiokafka = asyncio.Event()
+    stop_confluent = threading.Event()
+
+    def ours(name: str) -> asyncio.Task[None]:
+        consumer = Consumer(unique_topic, bootstrap_servers=broker.bootstrap_servers, group_id=unique_group,
+                            enable_auto_commit=False, auto_offset_reset="earliest",
+                            partition_assignment_strategy=(strategy,), max_poll_records=BATCH,
+                            session_timeout_ms=10000, heartbeat_interval_ms=1000)
+        return asyncio.create_task(run_ours(name, consumer, unique_topic, ledger, stop_all))
+
+    tasks = [ours("lite-1"), ours("lite-2"),
+             asyncio.create_task(run_aiokafka(broker.bootstrap_servers, unique_group, unique_topic, strategy,
+                                              ledger, stop_aiokafka)),
+             asyncio.create_task(asyncio.to_thread(run_confluent, broker.bootstrap_servers, unique_group,
+                                                   unique_topic, strategy, ledger, stop_confluent))]
+    try:
+        await _wait_until(lambda: len(ledger.assigned) == 4, 120, "all four members to hold partitions")
+        await asyncio.to_thread(produce, broker, unique_topic, ((None, b"x" * 20) for _ in range(RECORDS)),
+                                linger_ms=20)
+        await _wait_until(lambda: ledger.total() >= RECORDS // 4, 120, "a quarter of the records")
+        tasks.append(ours("lite-3"))  # rebalance 1: a member joins
+        await _wait_until(lambda: ledger.by_member["lite-3"] > 0 or ledger.total() >= RECORDS * 3 // 4,
+                          120, "the third member to take part")
+        stop_aiokafka.set()  # rebalance 2: the aiokafka member leaves
+        await _wait_until(lambda: ledger.total() >= RECORDS, 180, "every record")
+    finally:
+        stop_all.set()
+        stop_aiokafka.set()
+        stop_confluent.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    duplicates = {pos: n for pos, n in ledger.seen.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} records committed twice, e.g. {list(duplicates.items())[:5]}"
+    assert len(ledger.seen) == RECORDS
+    assert set(ledger.by_member) >= {"lite-1", "lite-2", "aiokafka", "confluent"}, ledger.by_member
