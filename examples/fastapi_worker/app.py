@@ -1,0 +1,140 @@
+"""A FastAPI service with a Kafka consumer working in the background.
+
+    KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 KAFKA_TOPICS=orders KAFKA_GROUP_ID=billing \\
+        uvicorn app:app --host 127.0.0.1 --port 8000
+
+- The lifespan starts one consumer and a task that polls it; on shutdown (SIGTERM, Ctrl-C) the
+  task finishes the batch in hand, then ``close()`` commits and sends LeaveGroup, so the group
+  hands this worker's partitions to the others at once instead of after session_timeout_ms.
+- ``GET /health``: 200 only while the member is in a stable group AND polling in time; 503 with
+  the reason otherwise. Point a readiness/liveness probe at it.
+- ``GET /metrics``: ``consumer.metrics()`` as JSON, plus how many records this worker processed.
+
+Any consumer setting can be given as ``KAFKA_<NAME>``, e.g. ``KAFKA_MAX_POLL_INTERVAL_MS=60000``.
+Replace :func:`handle` with your own processing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from aiokafka_lite import Consumer, ConsumerRecord
+
+log = logging.getLogger("fastapi_worker")
+
+# Environment variables that are not consumer settings.
+NOT_SETTINGS = {"KAFKA_TOPICS"}
+# poll() returns at least this often, so shutdown waits at most about this long for the loop.
+POLL_SECONDS = 1.0
+
+
+def properties_from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``KAFKA_GROUP_ID=billing`` -> ``{"group.id": "billing"}``, for every ``KAFKA_*`` variable."""
+    return {name[len("KAFKA_"):].lower().replace("_", "."): value for name, value in env.items()
+            if name.startswith("KAFKA_") and name not in NOT_SETTINGS}
+
+
+async def handle(record: ConsumerRecord) -> None:
+    """Your processing goes here. It runs in the poll task: a slow handler delays the next poll(),
+    and past max_poll_interval_ms the watchdog takes this member out of the group (see /health)."""
+    log.debug("processed %s[%d]@%d", record.topic, record.partition, record.offset)
+
+
+class Worker:
+    """One consumer and the task that polls it."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.processed = 0
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self._task = asyncio.create_task(self._run(), name="kafka worker")
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            for record in await self.consumer.poll(timeout=POLL_SECONDS):
+                await handle(record)
+                self.processed += 1
+
+    async def stop(self) -> None:
+        """Finish the batch in hand, then commit and leave the group (close)."""
+        self._stopping.set()
+        try:
+            if self._task is not None:
+                await self._task
+        finally:
+            await self.consumer.close()
+            log.info("consumer closed: offsets committed, LeaveGroup sent")
+
+    def failure(self) -> BaseException | None:
+        """The error that ended the poll task, if it ended by one."""
+        if self._task is None or not self._task.done() or self._task.cancelled():
+            return None
+        return self._task.exception()
+
+
+def health_report(metrics: Mapping[str, Any], max_poll_interval: float,
+                  failure: BaseException | None = None) -> tuple[bool, str]:
+    """(healthy, reason): healthy only in a STABLE group with the last poll() within max_poll_interval."""
+    if failure is not None:
+        return False, f"the poll task stopped: {type(failure).__name__}: {failure}"
+    state = metrics.get("group_state")
+    if state != "STABLE":
+        return False, f"group state is {state}, not STABLE"
+    since = metrics.get("seconds_since_last_poll")
+    if since is None:
+        return False, "the consumer has not polled yet"
+    if since >= max_poll_interval:
+        return False, (f"{since:.1f} s since the last poll() exceeds max_poll_interval_ms="
+                       f"{max_poll_interval * 1000:.0f}")
+    return True, f"STABLE, last poll {since:.1f} s ago"
+
+
+def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | None = None) -> FastAPI:
+    """The service; settings default to the ``KAFKA_*`` environment variables, read at start-up."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        props = dict(properties) if properties is not None else properties_from_env(os.environ)
+        names = topics if topics is not None else os.environ.get("KAFKA_TOPICS", "").split(",")
+        worker = Worker(Consumer.from_properties(props, *[t for t in names if t]))
+        await worker.start()
+        app.state.worker = worker
+        try:
+            yield
+        finally:
+            await worker.stop()
+
+    app = FastAPI(title="aiokafka-lite worker", lifespan=lifespan)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        worker: Worker = app.state.worker
+        metrics = worker.consumer.metrics()
+        healthy, reason = health_report(metrics, worker.consumer.config.max_poll_interval, worker.failure())
+        body = {"status": "ok" if healthy else "unavailable", "reason": reason,
+                "group_state": metrics.get("group_state"),
+                "seconds_since_last_poll": metrics.get("seconds_since_last_poll")}
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> dict[str, Any]:
+        worker: Worker = app.state.worker
+        return {**worker.consumer.metrics(), "records_processed": worker.processed}
+
+    return app
+
+
+logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
+app = create_app()

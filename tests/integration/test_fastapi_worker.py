@@ -1,0 +1,162 @@
+"""examples/fastapi_worker end to end: uvicorn on loopback, a real Apache Kafka, httpx requests."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from aiokafka_lite import Consumer
+from aiokafka_lite.testing._process import free_port
+from aiokafka_lite.testing.helpers import create_topic, produce
+
+from ._consumers import Poller
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "fastapi_worker"
+PARTITIONS = 4
+RECORDS = 200
+SESSION_TIMEOUT_MS = 30000  # so only a LeaveGroup can explain a fast hand-over
+
+
+def load_app_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fastapi_worker_app", APP_DIR / "app.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_health_report_rules():
+    report = load_app_module().health_report
+    stable = {"group_state": "STABLE", "seconds_since_last_poll": 0.5}
+    assert report(stable, 300.0) == (True, "STABLE, last poll 0.5 s ago")
+    healthy, reason = report({**stable, "group_state": "JOINING"}, 300.0)
+    assert not healthy
+    assert reason == "group state is JOINING, not STABLE"
+    healthy, reason = report({**stable, "seconds_since_last_poll": 61.0}, 60.0)
+    assert not healthy
+    assert "exceeds max_poll_interval_ms=60000" in reason
+    assert report({**stable, "seconds_since_last_poll": None}, 60.0)[0] is False
+    healthy, reason = report(stable, 60.0, RuntimeError("boom"))
+    assert not healthy
+    assert "RuntimeError: boom" in reason
+
+
+def test_properties_from_env_maps_kafka_names():
+    props = load_app_module().properties_from_env(
+        {"KAFKA_BOOTSTRAP_SERVERS": "h:1", "KAFKA_GROUP_ID": "g", "KAFKA_TOPICS": "t", "HOME": "/root"})
+    assert props == {"bootstrap.servers": "h:1", "group.id": "g"}
+
+
+async def eventually(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{what} not reached within {timeout} s (last: {last})")
+
+
+@pytest.mark.asyncio
+async def test_worker_serves_health_and_metrics_and_leaves_the_group_on_sigterm(
+        apache_kafka_broker, unique_topic, unique_group, tmp_path):
+    bootstrap = apache_kafka_broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic, partitions=PARTITIONS)
+    produce(bootstrap, unique_topic, [{"value": f"v{i}", "partition": i % PARTITIONS} for i in range(RECORDS)])
+    port = free_port()
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPICS": unique_topic,
+           "KAFKA_GROUP_ID": unique_group, "KAFKA_AUTO_OFFSET_RESET": "earliest",
+           "KAFKA_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS), "KAFKA_HEARTBEAT_INTERVAL_MS": "500",
+           "KAFKA_CLIENT_ID": "fastapi-worker"}
+    log_path = tmp_path / "uvicorn.log"
+    with log_path.open("w") as log:
+        server = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "uvicorn", "app:app", "--app-dir", str(APP_DIR), "--host", "127.0.0.1",
+            "--port", str(port), env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as http:
+            await _check_running_worker(http)
+            await _check_sigterm_hands_partitions_over(server, bootstrap, unique_topic, unique_group, http)
+    finally:
+        if server.returncode is None:
+            server.kill()
+        await server.wait()
+    log_text = log_path.read_text()
+    # uvicorn re-raises the signal it handled once it has shut down gracefully.
+    assert server.returncode in (0, -signal.SIGTERM), log_text
+    assert "consumer closed: offsets committed, LeaveGroup sent" in log_text
+    assert "Finished server process" in log_text
+    assert "Traceback" not in log_text
+
+
+async def _get(http, path: str):
+    try:
+        return await http.get(path)
+    except httpx.TransportError:  # not listening yet
+        return None
+
+
+async def _check_running_worker(http) -> None:
+    async def healthy():
+        response = await _get(http, "/health")
+        return response if response is not None and response.status_code == 200 else None
+
+    response = await eventually(healthy, 60, "/health 200")
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["group_state"] == "STABLE"
+
+    async def all_processed():
+        metrics = (await http.get("/metrics")).json()
+        return metrics if metrics["records_processed"] >= RECORDS else None
+
+    metrics = await eventually(all_processed, 30, f"{RECORDS} records processed")
+    assert metrics["records_processed"] == RECORDS
+    assert metrics["group_state"] == "STABLE"
+    assert len(metrics["assignment"]) == PARTITIONS
+    assert metrics["heartbeats_sent"] >= 0
+    assert set(metrics["lag"].values()) == {0}
+
+
+async def _check_sigterm_hands_partitions_over(server, bootstrap, topic, group, http) -> None:
+    other = Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                     session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=300)
+    async with other, Poller(other, poll_timeout=0.1) as poller:
+        # The group rebalances to share the partitions between the worker and `other`.
+        async def shared():
+            metrics = (await http.get("/metrics")).json()
+            return 0 < len(other.assignment()) < PARTITIONS and metrics["group_state"] == "STABLE" \
+                and len(metrics["assignment"]) + len(other.assignment()) == PARTITIONS
+
+        await eventually(shared, 60, "partitions shared between the worker and a second member")
+        server.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        await eventually(_owns_all(other), 20, "the second member owning every partition")
+        handover = time.monotonic() - stopped_at
+        # Without LeaveGroup the coordinator would wait for session_timeout_ms (30 s).
+        assert handover < 5.0, f"hand-over took {handover:.1f} s"
+        # The worker committed what it processed: nothing is handed out twice.
+        await asyncio.sleep(0.5)
+        assert poller.records == []
+    await asyncio.wait_for(server.wait(), 15)
+
+
+def _owns_all(consumer: Consumer):
+    async def check() -> bool:
+        return len(consumer.assignment()) == PARTITIONS
+    return check
