@@ -288,6 +288,11 @@ class Cluster:
         broker = self._coordinators.get(group_id)
         return None if broker is None else broker.node_id
 
+    def coordinator_address(self, group_id: str) -> tuple[str, int] | None:
+        """(host, port) of the known coordinator of ``group_id`` (the heartbeat thread connects there)."""
+        broker = self._coordinators.get(group_id)
+        return None if broker is None else (broker.host, broker.port)
+
     async def coordinator_connection(self, group_id: str,
                                      timeout: Timeout = DEFAULT) -> Connection:
         """A connection to the group's coordinator that no other traffic shares."""

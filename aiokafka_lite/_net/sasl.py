@@ -10,9 +10,11 @@ import base64
 import hashlib
 import hmac
 import secrets
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..errors import BROKER_ERRORS, AuthenticationError, ConfigError
+from ..protocol.api import Api
 from ..protocol.messages import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 if TYPE_CHECKING:
@@ -142,38 +144,56 @@ def mechanism_for(options: ConnectionOptions) -> SaslMechanism:
     return Scram(options.sasl_mechanism, username, password)
 
 
-async def authenticate(conn: Connection, options: ConnectionOptions) -> None:
-    """Run the SASL exchange on a fresh connection (before any other request but ApiVersions)."""
+# One request of an exchange: (api, version, body); the driver sends the decoded response back.
+Request = tuple[Api, int, dict[str, Any]]
+Exchange = Generator[Request, dict[str, Any], None]
+
+
+def sasl_exchange(options: ConnectionOptions, version_for: Callable[[Api], int], peer: str) -> Exchange:
+    """The SASL exchange as a sans-I/O generator: it yields requests and receives responses, so
+    the asyncio connection and the heartbeat thread's blocking one drive the same logic."""
     mechanism = mechanism_for(options)
-    await _handshake(conn, mechanism.name)
-    auth_version = conn.version_for(SASL_AUTHENTICATE)
+    yield from _handshake(version_for, peer, mechanism.name)
+    auth_version = version_for(SASL_AUTHENTICATE)
     token: bytes | None = mechanism.initial_response()
     while token is not None:
-        response = await conn.send(SASL_AUTHENTICATE, auth_version, {"auth_bytes": token}, timeout=None)
+        response = yield (SASL_AUTHENTICATE, auth_version, {"auth_bytes": token})
         if response["error_code"]:
-            raise AuthenticationError(_failure(conn, mechanism, response["error_code"],
+            raise AuthenticationError(_failure(peer, mechanism, response["error_code"],
                                                response["error_message"]))
         token = mechanism.evaluate(response["auth_bytes"] or b"")
     if isinstance(mechanism, Scram) and not mechanism.done:
-        raise AuthenticationError(f"{mechanism.name}: the exchange with {conn} ended early")
+        raise AuthenticationError(f"{mechanism.name}: the exchange with {peer} ended early")
 
 
-async def _handshake(conn: Connection, name: str) -> None:
+async def authenticate(conn: Connection, options: ConnectionOptions) -> None:
+    """Run the SASL exchange on a fresh connection (before any other request but ApiVersions)."""
+    exchange = sasl_exchange(options, conn.version_for, str(conn))
+    response: dict[str, Any] | None = None
+    while True:
+        try:
+            api, version, body = exchange.send(response) if response is not None else next(exchange)
+        except StopIteration:
+            return
+        response = await conn.send(api, version, body, timeout=None)
+
+
+def _handshake(version_for: Callable[[Api], int], peer: str, name: str) -> Exchange:
     # v0 would switch to raw (unframed) SASL tokens; we speak only the framed v1 flow.
-    version = conn.version_for(SASL_HANDSHAKE)
+    version = version_for(SASL_HANDSHAKE)
     if version < 1:
-        raise AuthenticationError(f"{conn} supports only SaslHandshake v0 (raw SASL tokens)")
-    response = await conn.send(SASL_HANDSHAKE, version, {"mechanism": name}, timeout=None)
+        raise AuthenticationError(f"{peer} supports only SaslHandshake v0 (raw SASL tokens)")
+    response = yield (SASL_HANDSHAKE, version, {"mechanism": name})
     code = response["error_code"]
     if code == UNSUPPORTED_SASL_MECHANISM:
         offered = ", ".join(response["mechanisms"] or ()) or "none"
-        raise AuthenticationError(f"{conn} does not enable SASL mechanism {name}; it offers: {offered}")
+        raise AuthenticationError(f"{peer} does not enable SASL mechanism {name}; it offers: {offered}")
     if code:
-        raise AuthenticationError(_failure(conn, None, code, None))
+        raise AuthenticationError(_failure(peer, None, code, None))
 
 
-def _failure(conn: Connection, mechanism: SaslMechanism | None, code: int, message: str | None) -> str:
+def _failure(peer: str, mechanism: SaslMechanism | None, code: int, message: str | None) -> str:
     spec = BROKER_ERRORS.get(code)
     who = f"SASL {mechanism.name} as {mechanism.username!r}" if mechanism else "SASL"
-    text = f"{who} with {conn} failed: {spec.name if spec else code} ({code})"
+    text = f"{who} with {peer} failed: {spec.name if spec else code} ({code})"
     return text + (f": {message}" if message else "")

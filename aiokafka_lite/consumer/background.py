@@ -15,6 +15,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable
+from enum import Enum
 
 from ..errors import BrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from .group import (
@@ -69,6 +70,9 @@ class LivenessTasks:
     def poke(self) -> None:
         self.wake.set()
 
+    def apply_pending(self) -> None:
+        """Nothing to apply: the tasks change the membership directly (see HeartbeatThread)."""
+
     async def _sleep(self, delay: float) -> None:
         """Sleep up to delay seconds, or until poked."""
         self.wake.clear()
@@ -99,6 +103,7 @@ class LivenessTasks:
 
     async def _heartbeat_once(self) -> None:
         sent = self.clock()
+        generation = self.group.membership.generation_id
         self.timers.on_heartbeat_sent(sent)
         self.heartbeats_sent += 1
         try:
@@ -115,28 +120,20 @@ class LivenessTasks:
             return
         now = self.clock()
         self.last_heartbeat_rtt = now - sent
-        self._on_heartbeat_code(code, now)
+        self._on_heartbeat_code(code, now, generation)
 
-    def _on_heartbeat_code(self, code: int, now: float) -> None:
-        membership = self.group.membership
-        if code in (NONE, REBALANCE_IN_PROGRESS):
+    def _on_heartbeat_code(self, code: int, now: float, generation: int) -> None:
+        outcome = heartbeat_outcome(code)
+        if outcome is Outcome.RETRY:
+            self.heartbeat_failures += 1
+            self.timers.on_heartbeat_failure(now)
+            return
+        if outcome in (Outcome.ALIVE, Outcome.REJOIN):
             self.timers.on_heartbeat_success(now)
-            if code == REBALANCE_IN_PROGRESS and membership.is_stable:
-                log.info("group %s: rebalance in progress; the next poll() rejoins", self.group.group_id)
-                membership.handle(Event.REBALANCE_IN_PROGRESS)
-            return
-        if code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
-            log.info("group %s: heartbeat says %s; the next poll() rejoins", self.group.group_id,
-                     BrokerError(code).name)
-            membership.handle(Event.UNKNOWN_MEMBER_ID if code == UNKNOWN_MEMBER_ID else Event.ILLEGAL_GENERATION)
-            return
-        if code in FATAL_HEARTBEAT_CODES:
-            if code == FENCED_INSTANCE_ID:
-                membership.handle(Event.FENCED)
-            self.fatal_error = BrokerError(code, f"Heartbeat for group {self.group.group_id!r}")
-            return
-        self.heartbeat_failures += 1
-        self.timers.on_heartbeat_failure(now)
+        else:
+            self.timers.clear_session()
+        self.fatal_error = apply_heartbeat_outcome(self.group, code, outcome, generation) or self.fatal_error
+
 
     # ------------------------------------------------------------ poll-deadline watchdog
 
@@ -174,3 +171,43 @@ class LivenessTasks:
             await self.group.leave("consumer poll timeout has expired", timeout=config.request_timeout)
         except KafkaError as exc:
             log.info("group %s: LeaveGroup after the poll lapse failed: %s", self.group.group_id, exc)
+
+
+class Outcome(Enum):
+    ALIVE = "alive"      # session extended
+    REJOIN = "rejoin"    # alive, but the group is rebalancing: the next poll() rejoins
+    LOST = "lost"        # the generation or member id is gone: rejoin, partitions lost
+    FATAL = "fatal"      # fenced or not authorized: raised from the next poll()
+    RETRY = "retry"      # no verdict (coordinator moved, busy...): try again after the backoff
+
+
+def heartbeat_outcome(code: int) -> Outcome:
+    """What a Heartbeat answer means; the task and the heartbeat thread both go by this."""
+    if code == NONE:
+        return Outcome.ALIVE
+    if code == REBALANCE_IN_PROGRESS:
+        return Outcome.REJOIN
+    if code in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+        return Outcome.LOST
+    if code in FATAL_HEARTBEAT_CODES:
+        return Outcome.FATAL
+    return Outcome.RETRY
+
+
+def apply_heartbeat_outcome(group: GroupCoordinator, code: int, outcome: Outcome,
+                            generation: int) -> BrokerError | None:
+    """Apply a heartbeat verdict (about the generation it was sent in) to the membership, in the
+    loop's thread; returns a fatal error. Verdicts about an older generation are ignored."""
+    membership = group.membership
+    if outcome is Outcome.REJOIN and membership.is_stable:
+        log.info("group %s: rebalance in progress; the next poll() rejoins", group.group_id)
+        membership.handle(Event.REBALANCE_IN_PROGRESS, generation_id=generation)
+    elif outcome is Outcome.LOST:
+        log.info("group %s: heartbeat says %s; the next poll() rejoins", group.group_id, BrokerError(code).name)
+        membership.handle(Event.UNKNOWN_MEMBER_ID if code == UNKNOWN_MEMBER_ID else Event.ILLEGAL_GENERATION,
+                          generation_id=generation)
+    elif outcome is Outcome.FATAL:
+        if code == FENCED_INSTANCE_ID:
+            membership.handle(Event.FENCED)
+        return BrokerError(code, f"Heartbeat for group {group.group_id!r}")
+    return None

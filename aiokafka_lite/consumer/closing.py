@@ -53,6 +53,7 @@ async def close_by_force(consumer: Consumer) -> None:
     consumer._join_task = None
     if consumer._liveness is not None:
         await consumer._liveness.stop()
+    await consumer._stall.stop()
     for fut in list(consumer._side_tasks):
         await _cancel(fut)
     if consumer._fetcher is not None:

@@ -4,8 +4,11 @@ background tasks, and closes them. Every awaitable method is bounded (KIP-266)."
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -23,9 +26,11 @@ from ._bounded import DEFAULT, Timeout, bounded, resolve_timeout
 from .background import LivenessTasks
 from .fetcher import Fetcher
 from .group import GroupCoordinator
+from .heartbeat_thread import HeartbeatThread
 from .listener import ConsumerRebalanceListener
 from .liveness import LivenessTimers
 from .offsets import OffsetLookup
+from .stall import StallMonitor
 from .subscription import ResetStrategy, SubscriptionState
 from .wiring import make_cluster, make_fetcher, make_offset_lookup
 
@@ -56,11 +61,15 @@ class Consumer:
         self._fetcher: Fetcher | None = None
         self._offsets: OffsetLookup | None = None
         self._group: GroupCoordinator | None = None
-        self._liveness: LivenessTasks | None = None
+        self._liveness: LivenessTasks | HeartbeatThread | None = None
         self._join_task: asyncio.Task[Any] | None = None
         self._side_tasks: set[asyncio.Future[Any]] = set()
         self._timers = LivenessTimers(config.session_timeout, config.heartbeat_interval,
                                       config.max_poll_interval, config.retry_backoff)
+        # The poll clock is shared with the heartbeat thread in heartbeat_mode="thread". Liveness
+        # clocks read time.monotonic() in both modes (the thread cannot read the loop's clock).
+        self._timers_lock = threading.Lock()
+        self._stall = StallMonitor(config.session_timeout, config.stall_warning_ratio, config.heartbeat_mode)
         self._start_lock: asyncio.Lock | None = None
         self._started = False
         self._closed = False
@@ -103,7 +112,11 @@ class Consumer:
             self._offsets = make_offset_lookup(self.config, cluster)
             if self.config.group_id is not None:
                 self._group = GroupCoordinator(cluster, self.config)
-                self._liveness = LivenessTasks(self._group, self._timers, asyncio.get_running_loop().time)
+                if self.config.heartbeat_mode == "thread":
+                    self._liveness = HeartbeatThread(self._group, self._timers, self._timers_lock, cluster.options)
+                else:
+                    self._liveness = LivenessTasks(self._group, self._timers, time.monotonic)
+            self._stall.start()
             self._started = True
 
     async def close(self, timeout: float | None = 30.0) -> None:
@@ -147,14 +160,16 @@ class Consumer:
         self._check_open()
         if self.config.group_id is None:
             raise IllegalStateError("subscribe() needs a group_id; without a group use assign()")
-        if isinstance(topics, str):
-            topics = [topics]
+        topic_list = [topics] if isinstance(topics, str) else list(topics)
         if pattern is not None:
-            if list(topics):
+            if topic_list:
                 raise InvalidArgumentError("subscribe() takes topics or a pattern, not both")
             self._subscription.subscribe_pattern(pattern)
+        elif not topic_list:
+            self.unsubscribe()  # as in Java: subscribing to nothing is unsubscribing
+            return
         else:
-            self._subscription.subscribe(topics)
+            self._subscription.subscribe(topic_list)
         if listener is not None:
             self._listener = listener
         if self._group is not None:
@@ -171,9 +186,11 @@ class Consumer:
             self._spawn(self._group.leave("the consumer unsubscribed", timeout=self.config.request_timeout))
 
     def assignment(self) -> set[TopicPartition]:
+        self._check_open()
         return self._subscription.assigned()
 
     def subscription(self) -> set[str]:
+        self._check_open()
         return set(self._subscription.topics)
 
     # ------------------------------------------------------------ poll
@@ -182,16 +199,17 @@ class Consumer:
         """Records fetched so far, waiting up to `timeout` seconds for some. Empty on timeout,
         even while the group rebalances or the coordinator is unknown; never raises a timeout."""
         from .polling import poll_once
-        if timeout is None or timeout < 0:
+        self._check_open()
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
             raise InvalidArgumentError(f"poll timeout must be a number of seconds >= 0, got {timeout!r}")
         limit = self.config.max_poll_records if max_records is None else max_records
-        if not isinstance(limit, int) or limit < 1:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgumentError(f"max_records must be an int >= 1, got {max_records!r}")
-        await self._ready()
+        # Checked before start(): a misuse must not cost a connection attempt.
         if not self._subscription.assigned() and self._subscription.type.value == "none":
             raise IllegalStateError("poll() before subscribe() or assign()")
-        loop = asyncio.get_running_loop()
-        self._timers.on_poll(loop.time())
+        await self._ready()
+        self._stamp_poll()
         self._polls += 1
         try:
             async with asyncio.timeout(timeout):
@@ -200,7 +218,17 @@ class Consumer:
             return ConsumerRecords()
         finally:
             # A cancelled or failed poll still counts as a poll: the watchdog must never get stuck.
-            self._timers.on_poll(loop.time())
+            self._stamp_poll()
+
+    def _stamp_poll(self) -> None:
+        with self._timers_lock:
+            self._timers.on_poll(time.monotonic())
+
+    async def run_blocking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run blocking or CPU-bound work in a worker thread, so the event loop (and with it the
+        heartbeat task) stays free. The poll deadline still applies: the work must finish within
+        max_poll_interval_ms of the last poll()."""
+        return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
     def __aiter__(self) -> Consumer:
         return self
@@ -221,18 +249,21 @@ class Consumer:
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      timeout: Timeout = DEFAULT) -> None:
         """Commit the given offsets, or the offsets of every record handed out so far."""
+        self._check_open()
+        limit = resolve_timeout(timeout, self.config)
+        self._check_group_id("commit()")
+        to_commit = self._offsets_to_commit(offsets)
         await self._ready()
         group = self._require_group("commit()")
-        to_commit = self._offsets_to_commit(offsets)
         if to_commit:
-            await bounded(self._retry_on_connection(lambda: group.commit(to_commit, None)),
-                          resolve_timeout(timeout, self.config), "commit")
+            await bounded(self._retry_on_connection(lambda: group.commit(to_commit, None)), limit, "commit")
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
                      | None = None) -> asyncio.Future[None]:
         """Start a commit; the future (and the callback, if any) get its outcome."""
         self._check_open()
+        self._check_group_id("commit_async()")
         to_commit = self._offsets_to_commit(offsets)
         fut = self._spawn(self.commit(to_commit))
         if callback is not None:
@@ -267,9 +298,14 @@ class Consumer:
                 log.info("retrying after a connection error: %s", exc)
                 await asyncio.sleep(self.config.retry_backoff)
 
-    def _require_group(self, what: str) -> GroupCoordinator:
-        if self._group is None:
+    def _check_group_id(self, what: str) -> None:
+        if self.config.group_id is None:
             raise IllegalStateError(f"{what} needs a group_id")
+
+    def _require_group(self, what: str) -> GroupCoordinator:
+        self._check_group_id(what)
+        if self._group is None:
+            raise IllegalStateError(f"{what}: the consumer is not started")
         return self._group
 
     def _spawn(self, coro: Any) -> asyncio.Future[Any]:
@@ -296,67 +332,85 @@ class Consumer:
         await self._seek_to(tps, ResetStrategy.LATEST, timeout)
 
     async def _seek_to(self, tps: Iterable[TopicPartition], strategy: ResetStrategy, timeout: Timeout) -> None:
-        await self._ready()
+        self._check_open()
+        limit = resolve_timeout(timeout, self.config)
         targets = list(tps) or list(self._subscription.assigned())
+        for tp in targets:
+            self._subscription.state(tp)  # an unassigned partition is a misuse: raise before any change
+        await self._ready()
         for tp in targets:
             self._subscription.request_reset(tp, strategy)
         assert self._offsets is not None
-        await bounded(self._offsets.reset_positions(self._subscription, None),
-                      resolve_timeout(timeout, self.config), "seek")
+        await bounded(self._offsets.reset_positions(self._subscription, None), limit, "seek")
 
     def pause(self, *tps: TopicPartition) -> None:
+        self._check_open()
         self._subscription.pause(tps)
 
     def resume(self, *tps: TopicPartition) -> None:
+        self._check_open()
         self._subscription.resume(tps)
 
     def paused(self) -> set[TopicPartition]:
+        self._check_open()
         return self._subscription.paused()
 
     async def position(self, tp: TopicPartition, timeout: Timeout = DEFAULT) -> int:
         from .polling import update_positions
+        self._check_open()
+        limit = resolve_timeout(timeout, self.config)
+        self._subscription.state(tp)  # raises for an unassigned partition
         await self._ready()
         state = self._subscription.state(tp)
         if state.position is None:
-            await bounded(update_positions(self, [tp]), resolve_timeout(timeout, self.config), "position")
+            await bounded(update_positions(self, [tp]), limit, "position")
         position = self._subscription.state(tp).position
         assert position is not None
         return position
 
     async def committed(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        self._check_open()
+        limit = resolve_timeout(timeout, self.config)
+        self._check_group_id("committed()")
+        wanted = _partitions_arg(tps, "committed()")
         await self._ready()
         group = self._require_group("committed()")
-        wanted = list(tps)
         result: dict[TopicPartition, OffsetAndMetadata | None] = await bounded(
-            self._retry_on_connection(lambda: group.fetch_committed(wanted, None)),
-            resolve_timeout(timeout, self.config), "committed")
+            self._retry_on_connection(lambda: group.fetch_committed(wanted, None)), limit, "committed")
         return result
 
     async def beginning_offsets(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                                 ) -> dict[TopicPartition, int]:
+        self._check_open()
+        limit = resolve_timeout(timeout, self.config)
+        wanted = _partitions_arg(tps, "beginning_offsets()")
         await self._ready()
         assert self._offsets is not None
-        result: dict[TopicPartition, int] = await bounded(self._offsets.beginning_offsets(list(tps), None),
-                                                          resolve_timeout(timeout, self.config),
-                                                          "beginning_offsets")
+        result: dict[TopicPartition, int] = await bounded(self._offsets.beginning_offsets(wanted, None),
+                                                          limit, "beginning_offsets")
         return result
 
     async def end_offsets(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                           ) -> dict[TopicPartition, int]:
+        self._check_open()
+        limit = resolve_timeout(timeout, self.config)
+        wanted = _partitions_arg(tps, "end_offsets()")
         await self._ready()
         assert self._offsets is not None
-        result: dict[TopicPartition, int] = await bounded(self._offsets.end_offsets(list(tps), None),
-                                                          resolve_timeout(timeout, self.config), "end_offsets")
+        result: dict[TopicPartition, int] = await bounded(self._offsets.end_offsets(wanted, None),
+                                                          limit, "end_offsets")
         return result
 
     async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout: Timeout = DEFAULT
                                 ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        self._check_open()
+        limit = resolve_timeout(timeout, self.config)
+        _partitions_arg(timestamps, "offsets_for_times()")
         await self._ready()
         assert self._offsets is not None
         result: dict[TopicPartition, Any] = await bounded(self._offsets.offsets_for_times(dict(timestamps), None),
-                                                          resolve_timeout(timeout, self.config),
-                                                          "offsets_for_times")
+                                                          limit, "offsets_for_times")
         return result
 
     async def partitions_for(self, topic: str, timeout: Timeout = DEFAULT) -> list[TopicPartition]:
@@ -367,11 +421,12 @@ class Consumer:
         return await self._topics(None, timeout)
 
     async def _topics(self, names: list[str] | None, timeout: Timeout) -> dict[str, list[TopicPartition]]:
+        self._check_open()
+        limit = resolve_timeout(timeout, self.config)
         await self._ready()
         cluster = self._cluster
         assert cluster is not None
-        await bounded(cluster.refresh_metadata(names, timeout=None), resolve_timeout(timeout, self.config),
-                      "metadata")
+        await bounded(cluster.refresh_metadata(names, timeout=None), limit, "metadata")
         wanted = names if names is not None else cluster.topics(exclude_internal=self.config.exclude_internal_topics)
         return {t: [TopicPartition(t, p) for p in sorted(cluster.partitions_for(t) or ())] for t in wanted
                 if cluster.partitions_for(t)}
@@ -379,3 +434,14 @@ class Consumer:
     def metrics(self) -> dict[str, Any]:
         from .metrics import snapshot
         return snapshot(self)
+
+
+def _partitions_arg(tps: Iterable[TopicPartition], what: str) -> list[TopicPartition]:
+    """The partitions a call asks about; a bare string or a non-TopicPartition is a misuse."""
+    if isinstance(tps, str | TopicPartition):
+        raise InvalidArgumentError(f"{what} takes a collection of TopicPartition, got {tps!r}")
+    wanted = list(tps)
+    for tp in wanted:
+        if not isinstance(tp, TopicPartition):
+            raise InvalidArgumentError(f"{what} takes TopicPartition objects, got {tp!r}")
+    return wanted

@@ -229,8 +229,7 @@ class GroupCoordinator:
     async def heartbeat(self) -> int:
         """One Heartbeat; returns the broker's error code (the heartbeat task interprets it)."""
         m = self.membership
-        body = {"group_id": self.group_id, "generation_id": m.generation_id, "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id}
+        body = heartbeat_body(self.group_id, m.generation_id, m.member_id, m.group_instance_id)
         _, resp = await self._send(HEARTBEAT, body, None)
         code: int = resp["error_code"]
         self.coordinator_error(code)
@@ -247,14 +246,20 @@ class GroupCoordinator:
         try:
             if m.is_static or not member_id:
                 return False
-            body = {"group_id": self.group_id, "member_id": member_id,
-                    "members": [{"member_id": member_id, "group_instance_id": None, "reason": reason}]}
+            body = leave_body(self.group_id, member_id, reason)
             _, resp = await self._send(LEAVE_GROUP, body, timeout, request_timeout=timeout)
             if resp["error_code"] != NONE:
                 log.info("group %s: LeaveGroup answered %s", self.group_id, BrokerError(resp["error_code"]))
             return True
         finally:
             m.handle(Event.LEAVE_DONE)
+
+    def left_elsewhere(self, reason: str) -> None:
+        """The heartbeat thread left the group at the poll deadline: bring the state up to date."""
+        if self.membership.in_group:
+            self.lapse(reason)
+            self.membership.handle(Event.LEAVE_SENT)
+            self.membership.handle(Event.LEAVE_DONE)
 
     def lapse(self, reason: str) -> None:
         """The poll deadline lapsed: the caller sends LeaveGroup next (see leave())."""
@@ -301,16 +306,19 @@ class GroupCoordinator:
             codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]} - {NONE}
             if not codes:
                 return
-            self._commit_failed(codes)
+            self._commit_failed(codes, generation[0])
             await asyncio.sleep(self.config.retry_backoff)
 
-    def _commit_failed(self, codes: set[int]) -> None:
+    def _commit_failed(self, codes: set[int], generation_id: int) -> None:
+        # Events carry the generation the commit was sent in: a late answer about an older
+        # generation must not disturb a join that started meanwhile.
         m = self.membership
         if codes & GENERATION_GONE:
-            m.handle(Event.UNKNOWN_MEMBER_ID if UNKNOWN_MEMBER_ID in codes else Event.ILLEGAL_GENERATION)
+            m.handle(Event.UNKNOWN_MEMBER_ID if UNKNOWN_MEMBER_ID in codes else Event.ILLEGAL_GENERATION,
+                     generation_id=generation_id)
             raise CommitFailedError(self._stale_commit_reason())
         if REBALANCE_IN_PROGRESS in codes:
-            m.handle(Event.REBALANCE_IN_PROGRESS)
+            m.handle(Event.REBALANCE_IN_PROGRESS, generation_id=generation_id)
             raise RebalanceInProgressError(
                 "the group is rebalancing: poll() to rejoin, then commit the records handed out since"
             )
@@ -342,6 +350,17 @@ class GroupCoordinator:
             for code in retry:
                 self.coordinator_error(code)
             await asyncio.sleep(self.config.retry_backoff)
+
+
+def heartbeat_body(group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> dict[str, Any]:
+    return {"group_id": group_id, "generation_id": generation_id, "member_id": member_id,
+            "group_instance_id": instance_id}
+
+
+def leave_body(group_id: str, member_id: str, reason: str) -> dict[str, Any]:
+    # v0-2 take member_id; v3+ the batched members list (static members never send LeaveGroup here).
+    return {"group_id": group_id, "member_id": member_id,
+            "members": [{"member_id": member_id, "group_instance_id": None, "reason": reason}]}
 
 
 class _Retry(KafkaError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -10,13 +10,16 @@ if TYPE_CHECKING:
 
 
 def snapshot(consumer: Consumer) -> dict[str, Any]:
-    now = asyncio.get_running_loop().time() if _loop_running() else None
+    now = time.monotonic()
     timers = consumer._timers
     out: dict[str, Any] = {
         "started": consumer._started,
         "closed": consumer._closed,
         "polls": consumer._polls,
-        "seconds_since_last_poll": None if now is None else timers.seconds_since_last_poll(now),
+        "seconds_since_last_poll": timers.seconds_since_last_poll(now),
+        "heartbeat_mode": consumer.config.heartbeat_mode,
+        "loop_stalls": consumer._stall.stalls,
+        "longest_loop_stall_seconds": consumer._stall.longest_stall,
         "assignment": sorted(f"{tp.topic}-{tp.partition}" for tp in consumer._subscription.assigned()),
         "lag": _lag(consumer),
     }
@@ -50,10 +53,3 @@ def _lag(consumer: Consumer) -> dict[str, int | None]:
         lag[f"{tp.topic}-{tp.partition}"] = None if end is None or st.position is None else max(end - st.position, 0)
     return lag
 
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True

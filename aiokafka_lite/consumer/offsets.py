@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from ..errors import (
     ERROR_CODE_BY_NAME,
     BrokerError,
+    InvalidArgumentError,
     KafkaConnectionError,
     KafkaTimeoutError,
     NoOffsetForPartitionError,
@@ -103,7 +104,7 @@ class OffsetLookup:
         """The earliest (offset, timestamp) with a timestamp >= the one asked; None when no such record."""
         for tp, ts in timestamps.items():
             if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
-                raise ValueError(f"offsets_for_times needs timestamps >= 0 in ms, got {ts!r} for {tp}")
+                raise InvalidArgumentError(f"offsets_for_times needs timestamps >= 0 in ms, got {ts!r} for {tp}")
         found = await self.list_offsets(timestamps, timeout)
         return {tp: (None if found[tp][0] < 0 else found[tp]) for tp in timestamps}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from ..structs import ConsumerRecords, TopicPartition
@@ -22,9 +23,17 @@ async def poll_once(consumer: Consumer, max_records: int) -> ConsumerRecords:
     fetcher = consumer._fetcher
     assert fetcher is not None
     while True:
+        consumer._check_open()  # close() from another task ends a waiting poll
+        # A caller blocked in poll() is polling (as in Java): a long poll(timeout) on an idle
+        # topic must not lapse max_poll_interval_ms. Each pass restarts the poll clock.
+        consumer._stamp_poll()
+        if consumer._liveness is not None:
+            consumer._liveness.apply_pending()  # what the heartbeat thread learned, if any
         consumer._raise_background_error()
         if consumer._group is not None and consumer._subscription.uses_group:
             await ensure_group(consumer)
+            if consumer.config.heartbeat_mode == "thread" and consumer._liveness is not None:
+                consumer._liveness.poke()  # keep the heartbeat thread's identity snapshot current
             maybe_auto_commit(consumer)
         await update_positions(consumer, None)
         await refresh_metadata_if_needed(consumer)
@@ -36,8 +45,9 @@ async def poll_once(consumer: Consumer, max_records: int) -> ConsumerRecords:
 
 
 def _wait_slice(consumer: Consumer) -> float:
-    # Wake regularly so a rebalance flagged by the heartbeat task is acted on within one interval.
-    return consumer.config.heartbeat_interval
+    # Wake regularly so a rebalance flagged by the heartbeat task is acted on within one interval,
+    # and often enough to restart the poll clock well before max_poll_interval_ms lapses.
+    return min(consumer.config.heartbeat_interval, consumer.config.max_poll_interval / 2)
 
 
 async def ensure_group(consumer: Consumer) -> None:
@@ -53,13 +63,15 @@ async def ensure_group(consumer: Consumer) -> None:
     if task is None:
         return
     await asyncio.wait({task})
+    consumer._check_open()  # close() cancelled the join: not the caller's cancellation
     consumer._join_task = None
     assignment = task.result()  # a fatal join error propagates to poll()'s caller
     subscribed = consumer._subscription.topics
     partitions = {tp for tp in assignment.partitions if tp.topic in subscribed}
     consumer._subscription.set_assignment(partitions)
     loop = asyncio.get_running_loop()
-    consumer._timers.on_join(loop.time())
+    with consumer._timers_lock:
+        consumer._timers.on_join(time.monotonic())
     group.lapse_reason = None
     liveness = consumer._liveness
     assert liveness is not None
@@ -81,12 +93,19 @@ async def _prepare_rejoin(consumer: Consumer) -> None:
         await _match_pattern(consumer)
     if not owned:
         return
-    if group.partitions_lost:
-        await call_listener(consumer._listener.on_partitions_lost, owned, "on_partitions_lost")
-    else:
-        if consumer.config.enable_auto_commit:
-            await _commit_quietly(consumer)
-        await call_listener(consumer._listener.on_partitions_revoked, owned, "on_partitions_revoked")
+    try:
+        if group.partitions_lost:
+            await call_listener(consumer._listener.on_partitions_lost, owned, "on_partitions_lost")
+        else:
+            if consumer.config.enable_auto_commit:
+                await _commit_quietly(consumer)
+            await call_listener(consumer._listener.on_partitions_revoked, owned, "on_partitions_revoked")
+    except Exception:
+        # Given up even when the listener raised (its error goes to poll()'s caller), so the next
+        # poll() joins instead of revoking the same partitions again. A cancelled poll keeps them:
+        # the next poll() runs the revocation again.
+        consumer._subscription.set_assignment(())
+        raise
     consumer._subscription.set_assignment(())
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..errors import IllegalStateError
+from ..errors import IllegalStateError, InvalidArgumentError
 from ..structs import OffsetAndMetadata, TopicPartition
 
 
@@ -60,15 +60,27 @@ class SubscriptionState:
         names = frozenset(topics)
         for name in names:
             if not isinstance(name, str) or not name:
-                raise ValueError(f"topic names must be non-empty strings, got {name!r}")
-        self.type = SubscriptionType.TOPICS if names else SubscriptionType.NONE
+                raise InvalidArgumentError(f"topic names must be non-empty strings, got {name!r}")
+        if not names:
+            self.unsubscribe()  # subscribing to nothing is unsubscribing: no partition stays assigned
+            return
+        self.type = SubscriptionType.TOPICS
         self.topics = names
         self.pattern = None
 
     def subscribe_pattern(self, pattern: str | re.Pattern[str]) -> None:
         self._check_type(SubscriptionType.PATTERN)
+        if isinstance(pattern, str):
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise InvalidArgumentError(f"invalid topic pattern {pattern!r}: {exc}") from exc
+        elif isinstance(pattern, re.Pattern):
+            compiled = pattern
+        else:
+            raise InvalidArgumentError(f"a topic pattern must be a str or re.Pattern, got {pattern!r}")
         self.type = SubscriptionType.PATTERN
-        self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.pattern = compiled
         self.topics = frozenset()
 
     def match_pattern(self, all_topics: Iterable[str]) -> bool:
@@ -85,7 +97,7 @@ class SubscriptionState:
         tps = list(partitions)
         for tp in tps:
             if not isinstance(tp, TopicPartition):
-                raise TypeError(f"assign() takes TopicPartition objects, got {tp!r}")
+                raise InvalidArgumentError(f"assign() takes TopicPartition objects, got {tp!r}")
         self.type = SubscriptionType.MANUAL if tps else SubscriptionType.NONE
         self.topics = frozenset(tp.topic for tp in tps)
         self.set_assignment(tps)
@@ -139,7 +151,7 @@ class SubscriptionState:
 
     def seek(self, tp: TopicPartition, offset: int, leader_epoch: int | None = None) -> None:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"seek offset must be an int >= 0, got {offset!r}")
+            raise InvalidArgumentError(f"seek offset must be an int >= 0, got {offset!r}")
         st = self.state(tp)
         st.position = offset
         st.leader_epoch = leader_epoch

@@ -1,0 +1,113 @@
+"""A blocking connection for the heartbeat thread (heartbeat_mode="thread"): a plain socket that
+keeps working while the event loop is blocked. One request at a time, same wire code (sans-IO
+protocol layer), same version negotiation and SASL exchange as the asyncio connection."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import BrokerError, KafkaConnectionError, ProtocolDecodeError, UnsupportedVersionError
+from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
+from ..protocol.messages import API_VERSIONS
+from .connection import UNSUPPORTED_VERSION, _error_code, _fallback_version, _ranges
+from .exceptions import map_exceptions
+from .options import ConnectionOptions
+from .sasl import sasl_exchange
+from .tls import build_ssl_context
+
+
+class BlockingConnection:
+    def __init__(self, host: str, port: int, options: ConnectionOptions, timeout: float | None) -> None:
+        self.host, self.port, self.options = host, port, options
+        self._lock = threading.Lock()  # one request at a time; close() may come from another thread
+        self._correlation_id = 0
+        self._versions: dict[int, tuple[int, int]] = {}
+        with map_exceptions(f"connecting to {self}", timeout):
+            sock = socket.create_connection((host, port), timeout=timeout)
+            context: ssl.SSLContext | None = build_ssl_context(options)
+            if context is not None:
+                sock = context.wrap_socket(sock, server_hostname=host)
+        self._sock: socket.socket | None = sock
+        try:
+            self._negotiate(timeout)
+            if options.uses_sasl:
+                self._authenticate(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def __str__(self) -> str:
+        return f"broker {self.host}:{self.port} (heartbeat thread)"
+
+    def _negotiate(self, timeout: float | None) -> None:
+        body = {"client_software_name": self.options.client_software_name,
+                "client_software_version": self.options.client_software_version}
+        version = API_VERSIONS.max_version
+        frame = self._exchange(API_VERSIONS, version, body, timeout)
+        if _error_code(frame) == UNSUPPORTED_VERSION:
+            version = min(_fallback_version(frame), version - 1)
+            frame = self._exchange(API_VERSIONS, version, body, timeout)
+        response = decode_response(API_VERSIONS, version, frame)
+        if response["error_code"]:
+            raise BrokerError(response["error_code"], f"ApiVersions v{version} from {self}")
+        self._versions = _ranges(response)
+
+    def _authenticate(self, timeout: float | None) -> None:
+        exchange = sasl_exchange(self.options, self.version_for, str(self))
+        response: dict[str, Any] | None = None
+        while True:
+            try:
+                api, version, body = exchange.send(response) if response is not None else next(exchange)
+            except StopIteration:
+                return
+            response = self.send(api, version, body, timeout=timeout)
+
+    def version_for(self, api: Api, client_max: int | None = None) -> int:
+        broker_range = self._versions.get(api.key)
+        if broker_range is None:
+            raise UnsupportedVersionError(f"{self} does not support {api.name}")
+        return pick_version(api, broker_range[0], broker_range[1], client_max)
+
+    def send(self, api: Api, version: int, body: Mapping[str, Any], *, timeout: float | None) -> dict[str, Any]:
+        return decode_response(api, version, self._exchange(api, version, body, timeout))
+
+    def _exchange(self, api: Api, version: int, body: Mapping[str, Any], timeout: float | None) -> bytes:
+        with self._lock, map_exceptions(f"{api.name} v{version} to {self}", timeout):
+            sock = self._sock
+            if sock is None:
+                raise KafkaConnectionError(f"{self} is closed")
+            self._correlation_id += 1
+            sock.settimeout(timeout)
+            sock.sendall(encode_request(api, version, self._correlation_id, self.options.client_id, body))
+            size = int.from_bytes(self._read(sock, 4), "big", signed=True)
+            if not 4 <= size <= self.options.max_frame_bytes:
+                self.close()
+                raise ProtocolDecodeError(f"{self} sent a frame of {size} bytes")
+            frame = self._read(sock, size)
+            if peek_correlation_id(frame) != self._correlation_id:
+                self.close()
+                raise ProtocolDecodeError(f"{self} answered out of order")
+            return frame
+
+    @staticmethod
+    def _read(sock: socket.socket, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError("the broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        """Idempotent; safe from any thread (it unblocks a recv in progress)."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
