@@ -100,6 +100,17 @@ class BrokerError(KafkaError):
         super().__init__(text)
 
 
+class FencedInstanceIdError(BrokerError):
+    """Another consumer joined with this member's group_instance_id (static membership, KIP-345):
+    this one is fenced and can only be closed."""
+
+    def __init__(self, context: str = "") -> None:
+        super().__init__(FENCED_INSTANCE_ID, context)
+
+
+FENCED_INSTANCE_ID = 82
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorSpec:
     name: str
@@ -241,7 +252,9 @@ ERROR_CODE_BY_NAME: dict[str, int] = {spec.name: code for code, spec in BROKER_E
 
 
 def broker_error(code: int, context: str = "") -> BrokerError:
-    """The typed error for a non-zero broker error code."""
+    """The typed error for a non-zero broker error code (a subclass where one exists)."""
+    if code == FENCED_INSTANCE_ID:
+        return FencedInstanceIdError(context)
     return BrokerError(code, context)
 
 

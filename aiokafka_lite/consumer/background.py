@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from enum import Enum
 
-from ..errors import BrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from ..errors import BrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError, broker_error
 from .group import (
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
@@ -209,5 +209,5 @@ def apply_heartbeat_outcome(group: GroupCoordinator, code: int, outcome: Outcome
     elif outcome is Outcome.FATAL:
         if code == FENCED_INSTANCE_ID:
             membership.handle(Event.FENCED)
-        return BrokerError(code, f"Heartbeat for group {group.group_id!r}")
+        return broker_error(code, f"Heartbeat for group {group.group_id!r}")
     return None

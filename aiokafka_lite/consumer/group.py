@@ -20,10 +20,12 @@ from ..errors import (
     BrokerError,
     CommitFailedError,
     ConfigError,
+    FencedInstanceIdError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     RebalanceInProgressError,
+    broker_error,
 )
 from ..protocol import consumer_protocol as cp
 from ..protocol.messages import (
@@ -188,7 +190,7 @@ class GroupCoordinator:
             )
         if code == FENCED_INSTANCE_ID:
             m.handle(Event.FENCED)
-        raise BrokerError(code, f"{what} for group {self.group_id!r}")
+        raise broker_error(code, f"{what} for group {self.group_id!r}")
 
     async def _assign(self, protocol: str, members: list[dict[str, Any]]) -> dict[str, bytes]:
         """As leader: decode every member's subscription, run the chosen assignor."""
@@ -324,7 +326,7 @@ class GroupCoordinator:
             )
         if FENCED_INSTANCE_ID in codes:
             m.handle(Event.FENCED)
-            raise BrokerError(FENCED_INSTANCE_ID, f"OffsetCommit for group {self.group_id!r}")
+            raise FencedInstanceIdError(f"OffsetCommit for group {self.group_id!r}")
         for code in codes:
             self.coordinator_error(code)
             if not BrokerError(code).retriable:

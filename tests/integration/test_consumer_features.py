@@ -11,7 +11,12 @@ import uuid
 import pytest
 
 from aiokafka_lite import Consumer, ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
-from aiokafka_lite.errors import BrokerError, NoOffsetForPartitionError, OffsetOutOfRangeError
+from aiokafka_lite.errors import (
+    BrokerError,
+    FencedInstanceIdError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+)
 from aiokafka_lite.testing.helpers import create_topic, produce, produce_transactional
 
 from ._consumers import Poller, poll_until
@@ -328,7 +333,7 @@ async def test_fenced_static_member_gets_a_typed_error(apache_kafka_broker, uniq
         await poll_until(new, lambda _: len(new.assignment()) == 2, timeout=30)
         # The old member learns it was replaced from its next heartbeat (or commit): the error
         # is raised from its next poll(), and again from every later one.
-        with pytest.raises(BrokerError, match="FENCED_INSTANCE_ID") as info:
+        with pytest.raises(FencedInstanceIdError, match="FENCED_INSTANCE_ID") as info:
             await poll_until(old, lambda _: False, timeout=10, poll_timeout=0.3)
         assert info.value.code == 82
         assert not info.value.retriable
