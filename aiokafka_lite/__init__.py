@@ -5,7 +5,7 @@ from __future__ import annotations
 from . import errors
 from .consumer.consumer import Consumer
 from .consumer.listener import ConsumerRebalanceListener
-from .structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition
+from .structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __version__ = "0.1.0.dev0"
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "ConsumerRecord",
     "ConsumerRecords",
     "OffsetAndMetadata",
+    "OffsetAndTimestamp",
     "TopicPartition",
     "__version__",
     "errors",

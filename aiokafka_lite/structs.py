@@ -17,6 +17,13 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int | None = None
 
 
+class OffsetAndTimestamp(NamedTuple):
+    """offsets_for_times(): the earliest offset whose record timestamp is >= the one asked."""
+
+    offset: int
+    timestamp: int
+
+
 class TimestampType:
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1

@@ -21,7 +21,7 @@ from ..errors import (
     InvalidArgumentError,
     KafkaConnectionError,
 )
-from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition
+from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._bounded import DEFAULT, Timeout, bounded, resolve_timeout
 from .background import LivenessTasks
 from .fetcher import Fetcher
@@ -403,14 +403,17 @@ class Consumer:
         return result
 
     async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout: Timeout = DEFAULT
-                                ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+                                ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the earliest offset whose timestamp is >= the one given (ms since
+        the epoch), or None when there is no such record."""
         self._check_open()
         limit = resolve_timeout(timeout, self.config)
         _partitions_arg(timestamps, "offsets_for_times()")
         await self._ready()
         assert self._offsets is not None
-        result: dict[TopicPartition, Any] = await bounded(self._offsets.offsets_for_times(dict(timestamps), None),
-                                                          limit, "offsets_for_times")
+        lookup = self._offsets.offsets_for_times(dict(timestamps), None)
+        result: dict[TopicPartition, OffsetAndTimestamp | None] = await bounded(lookup, limit,
+                                                                              "offsets_for_times")
         return result
 
     async def partitions_for(self, topic: str, timeout: Timeout = DEFAULT) -> list[TopicPartition]:

@@ -26,7 +26,7 @@ from ..errors import (
 )
 from ..protocol.api import Api
 from ..protocol.messages import LIST_OFFSETS
-from ..structs import TopicPartition
+from ..structs import OffsetAndTimestamp, TopicPartition
 from .subscription import ResetStrategy, SubscriptionState
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,6 @@ RETRIABLE_CODES = frozenset(
 
 _STRATEGY_TIMESTAMPS = {ResetStrategy.EARLIEST: EARLIEST_TIMESTAMP, ResetStrategy.LATEST: LATEST_TIMESTAMP}
 
-OffsetAndTimestamp = tuple[int, int]
 
 
 class ConnectionLike(Protocol):
@@ -106,7 +105,7 @@ class OffsetLookup:
             if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
                 raise InvalidArgumentError(f"offsets_for_times needs timestamps >= 0 in ms, got {ts!r} for {tp}")
         found = await self.list_offsets(timestamps, timeout)
-        return {tp: (None if found[tp][0] < 0 else found[tp]) for tp in timestamps}
+        return {tp: (None if found[tp][0] < 0 else OffsetAndTimestamp(*found[tp])) for tp in timestamps}
 
     async def reset_positions(self, subscription: SubscriptionState, timeout: float | None) -> None:
         """Resolve every pending reset (EARLIEST/LATEST) into a position; NONE raises."""
