@@ -105,7 +105,7 @@ class OffsetLookup:
             if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
                 raise InvalidArgumentError(f"offsets_for_times needs timestamps >= 0 in ms, got {ts!r} for {tp}")
         found = await self.list_offsets(timestamps, timeout)
-        return {tp: (None if found[tp][0] < 0 else OffsetAndTimestamp(*found[tp])) for tp in timestamps}
+        return {tp: (None if found[tp].offset < 0 else found[tp]) for tp in timestamps}
 
     async def reset_positions(self, subscription: SubscriptionState, timeout: float | None) -> None:
         """Resolve every pending reset (EARLIEST/LATEST) into a position; NONE raises."""
@@ -236,7 +236,7 @@ def _partition_answers(response: Mapping[str, Any]
     for topic in response["topics"]:
         name = topic["name"]
         for part in topic["partitions"]:
-            answer = (part["offset"], part["timestamp"])
+            answer = OffsetAndTimestamp(part["offset"], part["timestamp"])
             yield TopicPartition(name, part["partition_index"]), answer, part["error_code"]
 
 
