@@ -1,0 +1,105 @@
+"""PNG charts (matplotlib, Agg backend): throughput with min-max bars, fraction of the limit, liveness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+LITE_COLOR = "#1f77b4"
+COLORS = {"aiokafka-lite": LITE_COLOR, "aiokafka-lite uvloop": "#6baed6", "confluent-kafka": "#ff7f0e",
+          "aiokafka": "#2ca02c", "kafka-python": "#9467bd", "limit (bare Fetch)": "#7f7f7f"}
+
+
+def _bars(ax: Any, labels: list[str], entries: list[dict[str, Any]], scale: float, fmt: str) -> None:
+    medians = [e["median"] * scale for e in entries]
+    low = [(e["median"] - e["min"]) * scale for e in entries]
+    high = [(e["max"] - e["median"]) * scale for e in entries]
+    ax.barh(labels, medians, xerr=[low, high], capsize=3, color=[COLORS.get(lb, "#999999") for lb in labels])
+    ax.invert_yaxis()
+    for y, (value, above) in enumerate(zip(medians, high, strict=True)):
+        ax.text(value + above, y, " " + fmt.format(value), va="center", fontsize=8)  # right of the error bar
+    ax.set_xlim(0, max(medians + [m + h for m, h in zip(medians, high, strict=True)]) * 1.3)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def throughput_chart(results: dict[str, Any], path: Path, figure: str = "records_per_s") -> None:
+    sets = results["throughput"]
+    fig, axes = plt.subplots(len(sets), 1, figsize=(8, 2.3 * len(sets)), squeeze=False)
+    for ax, (name, data) in zip(axes[:, 0], sets.items(), strict=True):
+        items = [(lb, e[figure]) for lb, e in data["clients"].items() if figure in e]
+        # A compressed topic's limit counts compressed bytes: a bar 30x the others says nothing.
+        if figure == "fraction_of_limit" or data["compression"] != "none":
+            items = [(lb, e) for lb, e in items if not lb.startswith("limit")]
+        if not items:
+            continue
+        if figure == "records_per_s":
+            _bars(ax, [lb for lb, _ in items], [e for _, e in items], 1e-3, "{:,.0f}k")
+            ax.set_xlabel("thousand records/s (median, min-max)")
+        else:
+            _bars(ax, [lb for lb, _ in items], [e for _, e in items], 100, "{:.0f} %")
+            ax.set_xlabel("records/s as % of the bare Fetch loop (same run)")
+        note = " (limit left out: it reads compressed bytes)" if data["compression"] != "none" else ""
+        ax.set_title(f"{name}: {data['records']:,} records, 6 partitions{note}", fontsize=10)
+    title = "Consumer throughput" if figure == "records_per_s" else "Fraction of the bare-fetch limit"
+    fig.suptitle(f"{title} - {results['broker']}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def liveness_chart(results: dict[str, Any], path: Path) -> None:
+    live = results.get("liveness", {})
+    rows: list[tuple[str, float]] = []
+    names = {"after_close": "after close()", "after_lapse": "after poll deadline", "after_sigkill": "after SIGKILL"}
+    for scenario, label in names.items():
+        for client, fig in live.get(scenario, {}).items():
+            if fig.get("handover_seconds") is not None:
+                rows.append((f"{_name(client)}: {label}", fig["handover_seconds"]))
+    jitter = [(client, fig) for client, fig in live.get("heartbeat_jitter", {}).items() if "gap_p50_ms" in fig]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    if rows:
+        colors = [LITE_COLOR if r[0].startswith("aiokafka-lite") else COLORS["aiokafka"] for r in rows]
+        ax1.barh([r[0] for r in rows], [r[1] for r in rows], color=colors)
+        ax1.invert_yaxis()
+        for y, (_, value) in enumerate(rows):
+            ax1.text(value, y, f" {value:.2f} s", va="center", fontsize=8)
+        ax1.set_xlim(0, max(r[1] for r in rows) * 1.25)
+        ax1.set_xlabel("seconds until the peer owns every partition")
+        ax1.set_title("Partition hand-over (session 6 s, heartbeat 1 s)", fontsize=10)
+        ax1.grid(axis="x", alpha=0.3)
+    if jitter:
+        labels = [_name(c) for c, _ in jitter]
+        x = range(len(labels))
+        bars = ((-0.25, "gap_p50_ms", "p50"), (0.0, "gap_p99_ms", "p99"), (0.25, "gap_max_ms", "max"))
+        for offset, key, name in bars:
+            ax2.bar([i + offset for i in x], [f[key] for _, f in jitter], width=0.25, label=name)
+        ax2.axhline(jitter[0][1]["interval_ms"], color="black", linestyle="--", linewidth=1, label="configured")
+        ax2.set_xticks(list(x), labels)
+        ax2.set_ylabel("ms between heartbeats")
+        ax2.set_title("Heartbeat spacing, loop busy with other tasks", fontsize=10)
+        ax2.legend(fontsize=8)
+        ax2.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _name(client: str) -> str:
+    return {"lite": "aiokafka-lite", "lite-thread": "aiokafka-lite\n(thread mode)"}.get(client, client)
+
+
+def write_all(results: dict[str, Any], directory: Path) -> list[Path]:
+    paths: list[Path] = []
+    if "throughput" in results:
+        for figure, name in (("records_per_s", "throughput.png"), ("fraction_of_limit", "fraction_of_limit.png")):
+            throughput_chart(results, directory / name, figure)
+            paths.append(directory / name)
+    if "liveness" in results:
+        liveness_chart(results, directory / "liveness.png")
+        paths.append(directory / "liveness.png")
+    return paths

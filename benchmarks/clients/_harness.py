@@ -1,0 +1,99 @@
+"""What every client process shares: reading the spec, timing, CPU and peak-RSS accounting."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Spec:
+    bootstrap: str
+    topic: str
+    partitions: int
+    records: int
+    batch: int = 10_000  # records per poll()/consume()/getmany() call, for every client
+    fetch_max_bytes: int = 52_428_800  # Kafka's default, set explicitly on every client
+    max_partition_fetch_bytes: int = 1_048_576
+    uvloop: bool = False
+    value_size: int = 0  # bytes per value in this topic (the limit counts no payload itself)
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # all threads: librdkafka's count too
+    return usage.ru_utime + usage.ru_stime
+
+
+class Stopwatch:
+    """Started before the consumer is created; stopped after the last record, before close().
+
+    Throughput counts from the first batch on (``first(n)``), so connection set-up and the offset
+    lookup are not in it; they are reported apart as ``startup_seconds``. CPU time covers it all.
+    """
+
+    def __init__(self) -> None:
+        self.wall0 = time.perf_counter()
+        self.cpu0 = _cpu()
+        self.first_at: float | None = None
+        self.first_records = 0
+        self.wall: float | None = None
+        self.cpu: float | None = None
+
+    def first(self, records: int) -> None:
+        """Call with the size of every batch; only the first non-empty one counts."""
+        if self.first_at is None and records:
+            self.first_at = time.perf_counter()
+            self.first_records = records
+
+    def stop(self) -> None:
+        if self.wall is None:
+            self.wall = time.perf_counter() - self.wall0
+            self.cpu = _cpu() - self.cpu0
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS (VmHWM). Not ru_maxrss: on Linux that survives exec, so a child
+    would report its parent's peak if the parent was bigger."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+Result = tuple[int, int]  # (records consumed, payload bytes consumed: key + value lengths)
+
+
+def run(consume: Callable[[Spec, Stopwatch], Result], extra: Callable[[], dict[str, Any]] | None = None) -> None:
+    """Parse the spec from argv, run ``consume`` and print the figures as one JSON line."""
+    spec = Spec(**json.loads(sys.argv[1]))
+    watch = Stopwatch()
+    records, payload = consume(spec, watch)
+    watch.stop()
+    assert watch.wall is not None
+    assert watch.cpu is not None
+    if records < spec.records:
+        raise SystemExit(f"consumed only {records} of {spec.records} records")
+    first_at = watch.first_at if watch.first_at is not None else watch.wall0
+    steady_records = records - watch.first_records
+    if steady_records < records / 2:  # a tiny topic that came in one batch: count from the start
+        first_at, steady_records = watch.wall0, records
+    steady = watch.wall0 + watch.wall - first_at
+    out: dict[str, Any] = {
+        "records": records,
+        "payload_bytes": payload,
+        "seconds": watch.wall,
+        "startup_seconds": first_at - watch.wall0,
+        "cpu_seconds": watch.cpu,
+        "peak_rss_mb": peak_rss_mb(),
+        "records_per_s": steady_records / steady,
+        "mb_per_s": payload * steady_records / records / steady / 1e6,
+    }
+    if extra is not None:
+        out.update(extra())
+    print(json.dumps(out), flush=True)

@@ -1,0 +1,97 @@
+"""The limit: a bare Fetch loop that decodes no record, only batch headers to advance offsets.
+
+It uses aiokafka-lite's own connection and Fetch schema (the same wire path as the consumer), one
+Fetch in flight per broker like every client here, and the same fetch sizes. What it measures is
+how many bytes per second the broker can hand a single Python process; every client's records/s
+is then shown as a fraction of this loop's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections import defaultdict
+from typing import Any
+
+from aiokafka_lite._net import Cluster, ConnectionOptions
+from aiokafka_lite.protocol.messages import FETCH
+from aiokafka_lite.structs import TopicPartition
+from benchmarks.clients._harness import Result, Spec, Stopwatch, run
+
+_ENTRY = struct.Struct(">qi")  # baseOffset, batchLength
+_LAST_DELTA_AND_COUNT = (struct.Struct(">i"), 23, 57)  # lastOffsetDelta at +23, recordsCount at +57
+MAX_FETCH_VERSION = 12
+_wire = {"bytes": 0}
+
+
+def _walk(data: bytes) -> tuple[int, int]:
+    """(next offset, records) of the complete batches in ``data``; (-1, 0) if there is none."""
+    unpack_int = _LAST_DELTA_AND_COUNT[0].unpack_from
+    pos, size, next_offset, records = 0, len(data), -1, 0
+    while size - pos >= 61:
+        base, length = _ENTRY.unpack_from(data, pos)
+        end = pos + 12 + length
+        if end > size:
+            break
+        next_offset = base + unpack_int(data, pos + 23)[0] + 1
+        records += unpack_int(data, pos + 57)[0]
+        pos = end
+    return next_offset, records
+
+
+def _body(spec: Spec, offsets: dict[int, int]) -> dict[str, Any]:
+    parts = [{"partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
+              "partition_max_bytes": spec.max_partition_fetch_bytes} for p, offset in offsets.items()]
+    return {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": spec.fetch_max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": spec.topic, "partitions": parts}], "forgotten_topics_data": [], "rack_id": ""}
+
+
+async def _fetch_loop(cluster: Cluster, spec: Spec, node: int, offsets: dict[int, int], totals: list[int],
+                      watch: Stopwatch) -> None:
+    conn = await cluster.connection(node)
+    version = conn.version_for(FETCH, MAX_FETCH_VERSION)
+    while totals[0] < spec.records:
+        response = await conn.send(FETCH, version, _body(spec, offsets))
+        before = totals[0]
+        for topic in response["responses"]:
+            for part in topic["partitions"]:
+                data = part["records"] or b""
+                _wire["bytes"] += len(data)
+                next_offset, records = _walk(data)
+                if next_offset > 0:
+                    offsets[part["partition_index"]] = next_offset
+                    totals[0] += records
+        watch.first(totals[0] - before)
+
+
+async def _consume(spec: Spec, watch: Stopwatch) -> Result:
+    host, port = spec.bootstrap.split(":")
+    cluster = Cluster(ConnectionOptions(), [(host, int(port))])
+    await cluster.bootstrap()
+    try:
+        await cluster.refresh_metadata([spec.topic])
+        by_node: dict[int, dict[int, int]] = defaultdict(dict)
+        for p in range(spec.partitions):
+            leader = cluster.leader_for(TopicPartition(spec.topic, p))
+            assert leader is not None
+            by_node[leader][p] = 0
+        totals = [0]
+        await asyncio.gather(*(_fetch_loop(cluster, spec, node, offsets, totals, watch)
+                               for node, offsets in by_node.items()))
+        watch.stop()
+    finally:
+        await cluster.close()
+    return totals[0], totals[0] * spec.value_size
+
+
+def consume(spec: Spec, watch: Stopwatch) -> Result:
+    return asyncio.run(_consume(spec, watch))
+
+
+def _extra() -> dict[str, Any]:
+    return {"wire_bytes": _wire["bytes"]}
+
+
+if __name__ == "__main__":
+    run(consume, _extra)

@@ -1,0 +1,47 @@
+"""aiokafka-lite: ``await consumer.poll()`` in a loop, manual assignment, on asyncio or uvloop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka_lite import Consumer, TopicPartition
+from benchmarks.clients._harness import Result, Spec, Stopwatch, run
+
+
+async def _consume(spec: Spec, watch: Stopwatch) -> Result:
+    consumer = Consumer(bootstrap_servers=spec.bootstrap, group_id=None, enable_auto_commit=False,
+                        auto_offset_reset="earliest", max_poll_records=spec.batch,
+                        fetch_max_bytes=spec.fetch_max_bytes,
+                        max_partition_fetch_bytes=spec.max_partition_fetch_bytes)
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(spec.topic, p) for p in range(spec.partitions)])
+        count = payload = 0
+        while count < spec.records:
+            batch = await consumer.poll(timeout=1.0)
+            watch.first(len(batch))
+            for record in batch:
+                payload += len(record.value)
+            count += len(batch)
+        watch.stop()
+    finally:
+        await consumer.close()
+    return count, payload
+
+
+def consume(spec: Spec, watch: Stopwatch) -> Result:
+    if spec.uvloop:
+        import uvloop
+
+        return uvloop.run(_consume(spec, watch))
+    return asyncio.run(_consume(spec, watch))
+
+
+def _extra() -> dict[str, Any]:
+    loop = "uvloop" if "uvloop" in __import__("sys").modules else "asyncio"
+    return {"loop": loop}
+
+
+if __name__ == "__main__":
+    run(consume, _extra)

@@ -1,0 +1,102 @@
+"""The terminal table (and the text the README can quote) from a results dict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def _fmt(entry: dict[str, Any], figure: str, scale: float = 1.0, digits: int = 0) -> str:
+    s = entry.get(figure)
+    if s is None:
+        return "-"
+    if entry.get("ok_runs", 1) <= 1:
+        return f"{s['median'] * scale:,.{digits}f}"
+    return f"{s['median'] * scale:,.{digits}f} ({s['min'] * scale:,.{digits}f}-{s['max'] * scale:,.{digits}f})"
+
+
+def throughput_table(results: dict[str, Any]) -> str:
+    header = ("client", "records/s (min-max)", "MB/s", "CPU s", "peak RSS MB", "x lite", "of limit")
+    lines: list[str] = []
+    for name, data in results["throughput"].items():
+        rows = [header]
+        for label, entry in data["clients"].items():
+            if "records_per_s" not in entry:
+                rows.append((label, "failed: " + "; ".join(entry.get("errors", []))[:80], "", "", "", "", ""))
+                continue
+            rows.append((label, _fmt(entry, "records_per_s"), _fmt(entry, "mb_per_s", digits=1),
+                         _fmt(entry, "cpu_seconds", digits=2), _fmt(entry, "peak_rss_mb"),
+                         _fmt(entry, "vs_lite", digits=2), _fmt(entry, "fraction_of_limit", 100) + " %"))
+        lines.append(f"\n{name}: {data['records']:,} records, {data['compression']} compression; "
+                     "x lite = records/s / aiokafka-lite's, of limit = records/s / the bare Fetch loop's")
+        lines.extend(_grid(rows))
+    return "\n".join(lines)
+
+
+def _grid(rows: Sequence[tuple[str, ...]], left: int = 1) -> list[str]:
+    """Aligned columns: the first ``left`` columns flush left (text), the rest flush right (numbers)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for n, row in enumerate(rows):
+        pairs = enumerate(zip(row, widths, strict=True))
+        cells = (cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in pairs)
+        out.append("  ".join(cells).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def _secs(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f} s"
+
+
+def liveness_table(live: dict[str, Any]) -> str:
+    rows: list[tuple[str, ...]] = [("figure", "client", "value")]
+    for scenario, by_client in live.items():
+        for client, fig in by_client.items():
+            if "error" in fig:
+                rows.append((scenario, client, "failed: " + str(fig["error"])[:70]))
+            elif scenario == "heartbeat_jitter":
+                gaps = f"p50 {fig['gap_p50_ms']:.0f} / p99 {fig['gap_p99_ms']:.0f} / max {fig['gap_max_ms']:.0f} ms"
+                rows.append((scenario, client, f"interval {fig['interval_ms']:.0f} ms: gap {gaps} "
+                                               f"(stdev {fig['jitter_stdev_ms']:.1f} ms)"))
+            else:
+                text = f"peer owns all partitions {_secs(fig.get('handover_seconds'))}"
+                text += {"after_close": " after close() was called",
+                         "after_lapse": " after the poll deadline",
+                         "after_sigkill": " after SIGKILL"}[scenario]
+                if fig.get("leave_delay_seconds") is not None:
+                    text += f"; LeaveGroup {fig['leave_delay_seconds'] * 1000:.1f} ms after the deadline"
+                rows.append((scenario, client, text))
+    return "\n".join(_grid(rows, left=3))
+
+
+def blocked_table(blocked: dict[str, Any]) -> str:
+    rows: list[tuple[str, ...]] = [("member blocked 20 s (session 6 s)", "rebalance?", "peer took over after")]
+    for label, fig in blocked.items():
+        if "error" in fig:
+            rows.append((label, "failed", str(fig["error"])[:60]))
+            continue
+        rows.append((label, "yes" if fig["rebalanced"] else "no", _secs(fig.get("peer_took_partitions_after_seconds"))))
+    return "\n".join(_grid(rows))
+
+
+def idle_table(idle: dict[str, Any]) -> str:
+    rows: list[tuple[str, ...]] = [("idle consumer", "CPU %", "RSS MB", "window")]
+    for label, fig in idle.items():
+        if "error" in fig:
+            rows.append((label, "failed", str(fig["error"])[:60], ""))
+            continue
+        rows.append((label, f"{fig['cpu_percent']:.2f}", f"{fig['rss_mb']:.1f}", f"{fig['seconds']:.0f} s"))
+    return "\n".join(_grid(rows))
+
+
+def render(results: dict[str, Any]) -> str:
+    parts = [f"broker: {results['broker']}   runs: {results['runs']}   machine: {results['machine']}"]
+    if "throughput" in results:
+        parts.append(throughput_table(results))
+    for key, title, fn in (("liveness", "Liveness", liveness_table), ("blocked_loop", "Blocked loop", blocked_table),
+                           ("idle", "Idle cost", idle_table)):
+        if key in results:
+            parts.append(f"\n{title}\n" + fn(results[key]))
+    return "\n".join(parts)
