@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any, NamedTuple
 
 
@@ -61,8 +62,8 @@ class ConsumerRecords(Sequence[ConsumerRecord]):
         return sum(len(batch) for batch in self._by_partition.values())
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        for batch in self._by_partition.values():
-            yield from batch
+        # chain() instead of a generator: no generator resume per record on the hot path.
+        return chain.from_iterable(self._by_partition.values())
 
     def __getitem__(self, index: Any) -> Any:
         return self._flat()[index]
