@@ -53,6 +53,7 @@ DEFAULT: Final = _Default()
 Timeout = float | None | _Default
 
 UNSUPPORTED_VERSION = 35
+STREAM_BUFFER_LIMIT = 8 << 20
 
 
 @dataclass(slots=True)
@@ -94,8 +95,11 @@ class Connection:
         ssl_context = build_ssl_context(options)
         with map_exceptions(f"connecting to {_name(host, port, node_id)}", seconds):
             async with asyncio.timeout(seconds):
+                # A small StreamReader limit would pause and resume the socket for every 64 KiB of
+                # a multi-MB fetch response; let a whole frame buffer at once.
                 reader, writer = await asyncio.open_connection(
-                    host, port, ssl=ssl_context, server_hostname=host if ssl_context else None)
+                    host, port, ssl=ssl_context, server_hostname=host if ssl_context else None,
+                    limit=STREAM_BUFFER_LIMIT)
                 conn = cls(host, port, reader, writer, options, node_id)
                 try:
                     await conn._negotiate_versions()
