@@ -34,7 +34,7 @@ from ..errors import (
     is_retriable,
 )
 from ..protocol.messages import FETCH
-from ..protocol.records import PartitionRecords
+from ..protocol.records import PartitionRecords, next_fetch_offset
 from ..structs import ConsumerRecord, TopicPartition
 from .offsets import READ_COMMITTED, ClusterLike, ConnectionLike
 from .subscription import PartitionState, ResetStrategy, SubscriptionState
@@ -73,6 +73,7 @@ class _CompletedFetch:
     records: PartitionRecords | None  # None when error_code != 0
     size: int
     marks_applied: bool = False
+    data_end: int | None = None  # the offset after this data's last complete batch
 
 
 class Fetcher:
@@ -100,6 +101,9 @@ class Fetcher:
         # Set when a partition's leader is unknown or moved; the poll path refreshes and clears it.
         self.metadata_refresh_needed = False
         self._completed: dict[TopicPartition, _CompletedFetch] = {}  # insertion order: hand-out turn
+        # One fetch ahead per partition: the data that continues _completed[tp], fetched while
+        # _completed[tp] is handed out, so the consumer never waits for a whole round trip.
+        self._next: dict[TopicPartition, _CompletedFetch] = {}
         self._in_flight: dict[int, asyncio.Task[None]] = {}  # by node id
         self._in_flight_tps: set[TopicPartition] = set()
         self._errors: deque[Exception] = deque()
@@ -126,7 +130,7 @@ class Fetcher:
         return len(self._in_flight)
 
     def buffered_bytes(self) -> int:
-        return sum(cf.size for cf in self._completed.values())
+        return sum(cf.size for cf in self._completed.values()) + sum(cf.size for cf in self._next.values())
 
     # ------------------------------------------------------------------ sending
 
@@ -146,7 +150,7 @@ class Fetcher:
 
     def _plan_fetches(self, now: float) -> dict[int, dict[TopicPartition, int]]:
         plans: dict[int, dict[TopicPartition, int]] = {}
-        busy = self._completed.keys() | self._in_flight_tps
+        busy = self._next.keys() | self._in_flight_tps
         assignment = self._subscription.assignment
         for tp in self._subscription.fetchable():
             if tp in busy or self._partition_backoff.get(tp, 0.0) > now:
@@ -157,10 +161,20 @@ class Fetcher:
                 continue
             if node_id in self._in_flight or self._node_backoff.get(node_id, 0.0) > now:
                 continue
-            position = assignment[tp].position
-            assert position is not None  # fetchable() guarantees it
-            plans.setdefault(node_id, {})[tp] = position
+            offset = self._fetch_offset(tp, assignment[tp].position)
+            if offset is not None:
+                plans.setdefault(node_id, {})[tp] = offset
         return plans
+
+    def _fetch_offset(self, tp: TopicPartition, position: int | None) -> int | None:
+        """Where the next fetch of ``tp`` starts: its position, or the end of the data still being
+        handed out (None: wait, that data ends in an error, a seek made it stale, or it is empty)."""
+        cf = self._completed.get(tp)
+        if cf is None:
+            return position
+        if cf.position != position or cf.assignment_epoch != self._subscription.assignment_epoch:
+            return None
+        return cf.data_end
 
     def _fetch_node(self, tp: TopicPartition, now: float) -> int | None:
         preferred = self._preferred.get(tp)
@@ -261,7 +275,10 @@ class Fetcher:
                     continue  # not asked for (a confused broker): ignore
                 completed = self._completed_fetch(node_id, tp, position, epoch, part)
                 if completed is not None:
-                    self._completed[tp] = completed
+                    if tp in self._completed:
+                        self._next[tp] = completed  # fetched ahead: continues the current data
+                    else:
+                        self._completed[tp] = completed
                     stored = True
         if stored:
             self._data_ready.set()
@@ -284,6 +301,8 @@ class Fetcher:
                 tp.topic, tp.partition, data, position, check_crcs=self._check_crcs,
                 read_committed=self._isolation_level == READ_COMMITTED,
                 aborted_transactions=[(a["producer_id"], a["first_offset"]) for a in aborted or ()])
+            end = next_fetch_offset(data)
+            completed.data_end = end if end is not None and end > position else None
         return completed
 
     def _note_preferred_replica(self, node_id: int, tp: TopicPartition, replica: int) -> None:
@@ -344,14 +363,14 @@ class Fetcher:
     def _drain(self, cf: _CompletedFetch, limit: int) -> Records:
         state = self._current_state(cf)
         if state is None:
-            del self._completed[cf.tp]  # revoked, re-assigned or seeked since the fetch was sent
+            self._finish(cf.tp)  # revoked, re-assigned or seeked since the fetch was sent
             return []
         if state.paused:
             return []  # kept for when the partition resumes
         self._apply_marks(cf)
         records = cf.records
         if records is None:
-            del self._completed[cf.tp]
+            self._finish(cf.tp)
             self._partition_error(cf)
             return []
         start = cf.position
@@ -360,18 +379,25 @@ class Fetcher:
             if chunk and self._convert is not None:
                 chunk = self._convert(chunk)
         except Exception:
-            del self._completed[cf.tp]  # position unchanged: a refetch meets the same error
+            self._finish(cf.tp)  # position unchanged: a refetch meets the same error
             raise
         state.position = cf.position = records.position
         if records.position_leader_epoch is not None:
             state.leader_epoch = records.position_leader_epoch
         if records.exhausted:
-            del self._completed[cf.tp]
+            self._finish(cf.tp)
             if not chunk and records.record_too_large and records.position == start:
                 raise KafkaError(
                     f"the record batch at offset {cf.position} of {cf.tp.topic}-{cf.tp.partition} is "
                     f"larger than max_partition_fetch_bytes={self._partition_max_bytes}; raise it")
         return chunk
+
+    def _finish(self, tp: TopicPartition) -> None:
+        """The current data of ``tp`` is done with: the data fetched ahead, if any, takes its place."""
+        del self._completed[tp]
+        ahead = self._next.pop(tp, None)
+        if ahead is not None:
+            self._completed[tp] = ahead
 
     def _partition_error(self, cf: _CompletedFetch) -> None:
         tp, code = cf.tp, cf.error_code
@@ -431,6 +457,7 @@ class Fetcher:
         self._in_flight.clear()
         self._in_flight_tps.clear()
         self._completed.clear()
+        self._next.clear()
         self._data_ready.set()  # wake any waiter: nothing more will arrive
 
 

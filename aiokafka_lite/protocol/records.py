@@ -189,6 +189,35 @@ class RecordBatch:
                 f"codec={self.codec}, control={self.is_control})")
 
 
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+LAST_OFFSET_DELTA_AT = 23  # baseOffset 8, batchLength 4, leaderEpoch 4, magic 1, crc 4, attributes 2
+
+
+def next_fetch_offset(data: Buffer) -> int | None:
+    """The offset after the last complete batch in ``data`` (where a fetch that continues this
+    data starts), reading only batch headers; None when no batch is complete or a header looks
+    malformed (decoding the data then reports the problem)."""
+    size = len(data)
+    pos = 0
+    found: int | None = None
+    while size - pos >= LOG_OVERHEAD:
+        base_offset, length = _ENTRY.unpack_from(data, pos)
+        end = pos + LOG_OVERHEAD + length
+        if length < records_legacy.MIN_MESSAGE_SIZE or end > size:
+            break
+        magic = data[pos + records_v2.MAGIC_OFFSET]
+        if magic == 2:
+            if length < HEADER_SIZE - LOG_OVERHEAD:
+                return None
+            found = base_offset + _LAST_OFFSET_DELTA.unpack_from(data, pos + LAST_OFFSET_DELTA_AT)[0] + 1
+        elif magic in (0, 1):
+            found = base_offset + 1  # a legacy entry's offset is its last message's
+        else:
+            return None
+        pos = end
+    return found
+
+
 def iter_batches(data: Buffer, topic: str, partition: int, *, check_crcs: bool = True,
                  max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Iterator[RecordBatch]:
     """Yield each complete batch in ``data``; stop quietly at a partial trailing batch."""

@@ -27,6 +27,7 @@ from aiokafka_lite.errors import (
 from aiokafka_lite.protocol.api import Api, decode_request, decode_response, encode_request, encode_response
 from aiokafka_lite.protocol.compression import Codec
 from aiokafka_lite.protocol.messages import FETCH, LIST_OFFSETS
+from aiokafka_lite.protocol.records import next_fetch_offset
 from aiokafka_lite.protocol.records_build import RecordSpec, build_control_batch, build_record_batch
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
@@ -122,11 +123,22 @@ class ScriptedFetches:
         for topic in body["topics"]:
             for p in topic["partitions"]:
                 queue = self.data.get(TopicPartition(topic["topic"], p["partition"]))
-                if queue:
-                    parts.setdefault(topic["topic"], []).append(queue.pop(0))
+                answer = _first_answer(queue or [], p["fetch_offset"])
+                if answer is not None:
+                    parts.setdefault(topic["topic"], []).append(answer)
         if not parts:
             await self.release.wait()  # a long poll with nothing new: wait like a broker
         return fetch_response(parts)
+
+
+def _first_answer(queue: list[dict[str, Any]], offset: int) -> dict[str, Any] | None:
+    """Like a broker: scripted data answers a fetch at an offset inside it; errors answer any."""
+    for i, part in enumerate(queue):
+        records = part.get("records")
+        end = next_fetch_offset(records) if records else None
+        if end is None or int.from_bytes(records[:8], "big") <= offset < end:
+            return queue.pop(i)
+    return None
 
 
 def assigned(*tps: TopicPartition, position: int = 0,
@@ -184,11 +196,11 @@ async def test_fetch_request_and_positions_advance() -> None:
         assert (state.position, state.high_watermark, state.last_stable_offset) == (10, 10, 10)
         assert not fetcher.has_buffered()
         assert fetcher.buffered_bytes() == 0
-        # A partition with buffered data is not fetched again until that data is handed out.
+        # While its data waits to be handed out, the partition is already fetched ahead from
+        # where that data ends, so the consumer never waits a whole round trip.
         await asyncio.sleep(0.01)
-        assert fetcher.in_flight() == 0
-        assert fetcher.send_fetches() == 1
-        await asyncio.sleep(0.01)
+        assert fetcher.in_flight() == 1
+        assert fetcher.send_fetches() == 0  # still one fetch per broker
         assert cluster.fetches()[-1][2]["topics"][0]["partitions"][0]["fetch_offset"] == 10
     finally:
         await fetcher.close()
@@ -267,9 +279,11 @@ async def test_data_fetched_before_a_seek_is_dropped() -> None:
         sub.seek(T0, 3)
         assert fetcher.fetched_records(100) == {}
         assert not fetcher.has_buffered()
-        fetcher.send_fetches()
-        await settle(fetcher)
-        assert cluster.fetches()[-1][2]["topics"][0]["partitions"][0]["fetch_offset"] == 3
+        script.release.set()  # the fetch ahead (from offset 10) ends its long poll empty-handed
+        await settle(fetcher)  # ... and the next fetch starts from the new position by itself
+        offsets = [body["topics"][0]["partitions"][0]["fetch_offset"] for _n, _v, body, _t in cluster.fetches()]
+        assert offsets[:2] == [0, 10]
+        assert 3 in offsets[2:]
         assert offsets_of(fetcher.fetched_records(100)[T0]) == list(range(3, 10))
     finally:
         await fetcher.close()
@@ -307,12 +321,12 @@ async def test_paused_partition_is_not_fetched_and_its_buffer_waits_for_resume()
     try:
         fetcher.send_fetches()
         await settle(fetcher)
-        [(_node, _v, body, _t)] = cluster.fetches()
+        _node, _v, body, _t = cluster.fetches()[0]
         assert [p["partition"] for p in body["topics"][0]["partitions"]] == [0]
         assert set(fetcher.fetched_records(100)) == {T0}
         # Buffered data of a partition paused after its fetch is kept but not handed out.
         sub.resume([T1])
-        fetcher.send_fetches()
+        script.release.set()  # T0's fetch ahead ends its long poll; then T1 is fetched too
         await asyncio.sleep(0.05)
         sub.pause([T1])
         assert fetcher.fetched_records(100) == {}
@@ -449,8 +463,8 @@ async def test_corrupt_batch_raises_after_the_good_records_and_does_not_advance(
         with pytest.raises(CorruptRecordError, match="partition 0, batch base offset 3"):
             fetcher.fetched_records(100)
         assert sub.state(T0).position == 3
-        fetcher.send_fetches()  # the refetch meets the same corruption: it is raised again
-        await settle(fetcher)
+        script.release.set()  # the fetch ahead (past the corrupt batch) ends empty; the data
+        await settle(fetcher)  # fetched from position 3 again meets the same corruption
         with pytest.raises(CorruptRecordError):
             fetcher.fetched_records(100)
         assert sub.state(T0).position == 3
@@ -683,7 +697,9 @@ async def test_a_fetch_that_brought_nothing_starts_the_next_by_itself() -> None:
     try:
         assert fetcher.send_fetches() == 1
         await settle(fetcher)
-        assert len(cluster.fetches()) == 2
+        offsets = [body["topics"][0]["partitions"][0]["fetch_offset"] for _n, _v, body, _t in cluster.fetches()]
+        assert offsets[:2] == [0, 0]  # the second fetch started by itself, without a backoff
+        assert offsets[2:] in ([], [3])  # then, maybe already, the fetch ahead
         state = sub.state(T0)
         assert (state.high_watermark, state.last_stable_offset, state.log_start_offset) == (7, 7, 2)
         assert offsets_of(fetcher.fetched_records(100)[T0]) == [0, 1, 2]
@@ -715,7 +731,7 @@ async def test_preferred_read_replica_is_used_and_dropped_when_it_fails() -> Non
         assert sub.state(T0).reset_to is None
         fetcher.send_fetches()
         await settle(fetcher)
-        assert [node for node, *_ in cluster.fetches()] == [1, 2, 1]
+        assert [node for node, *_ in cluster.fetches()][:3] == [1, 2, 1]
         assert offsets_of(fetcher.fetched_records(100)[T0]) == [0]
     finally:
         await fetcher.close()
@@ -740,5 +756,36 @@ async def test_an_empty_answer_that_came_at_once_is_followed_after_a_backoff() -
         await fetcher.wait_for_data(2.0)
         assert len(cluster.fetches()) == 2
         assert offsets_of(fetcher.fetched_records(10)[T0]) == [0]
+    finally:
+        await fetcher.close()
+
+
+async def test_fetch_ahead_continues_the_buffered_data_and_buffers_at_most_two_fetches() -> None:
+    cluster = FakeCluster({T0: 1})
+    script = ScriptedFetches()
+    script.add(T0, partition(0, batch(0, 5)))
+    script.add(T0, partition(0, batch(5, 5)))
+    script.add(T0, partition(0, batch(10, 5)))
+    cluster.handlers[FETCH.key] = script
+    sub = assigned(T0)
+    fetcher = make_fetcher(cluster, sub)
+    try:
+        fetcher.send_fetches()
+        await settle(fetcher)
+        for _ in range(20):  # the fetch ahead (from offset 5) completes by itself
+            await asyncio.sleep(0.01)
+        offsets = [body["topics"][0]["partitions"][0]["fetch_offset"] for _n, _v, body, _t in cluster.fetches()]
+        assert offsets == [0, 5]  # two fetches buffered: no third until one is handed out
+        assert fetcher.in_flight() == 0
+        assert offsets_of(fetcher.fetched_records(3)[T0]) == [0, 1, 2]
+        assert offsets_of(fetcher.fetched_records(100)[T0]) == [3, 4]
+        assert fetcher.send_fetches() == 1  # as poll() does: the first is used up, fetch ahead again
+        for _ in range(5):
+            await asyncio.sleep(0)  # let the fetch task reach the broker
+        assert cluster.fetches()[-1][2]["topics"][0]["partitions"][0]["fetch_offset"] == 10
+        assert offsets_of(fetcher.fetched_records(100)[T0]) == list(range(5, 10))
+        await settle(fetcher)
+        assert offsets_of(fetcher.fetched_records(100)[T0]) == list(range(10, 15))
+        assert sub.state(T0).position == 15
     finally:
         await fetcher.close()
