@@ -1,0 +1,140 @@
+"""The source's I/O: offset look-ups on the driver, reading one offset range on an executor.
+
+Spark calls a data source from plain (synchronous) Python, so each side drives its own event loop
+with ``asyncio.Runner``: the loop lives as long as the consumer, and a generator can hand records
+to Spark between two ``poll()`` calls without a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ..consumer.consumer import Consumer
+from ..errors import KafkaError, KafkaTimeoutError
+from ..structs import ConsumerRecord, TopicPartition
+from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription
+
+CLOSE_TIMEOUT = 10.0
+
+
+class DriverLookups:
+    """A group-less consumer for metadata and ListOffsets, kept open across calls (one loop)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._runner = asyncio.Runner()
+        self._consumer: Consumer | None = None
+
+    def __enter__(self) -> DriverLookups:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, coro: Any) -> Any:
+        if self._consumer is None:
+            self._consumer = Consumer.from_properties(self._options.consumer_settings())
+            self._runner.run(self._consumer.start())
+        return self._runner.run(coro)
+
+    def _live(self) -> Consumer:
+        self._run(asyncio.sleep(0))  # starts the consumer on first use
+        assert self._consumer is not None
+        return self._consumer
+
+    def partitions(self) -> list[TopicPartition]:
+        """The partitions the subscription covers now (a missing topic has none)."""
+        subscription = self._options.subscription
+        if subscription.partitions:
+            return list(subscription.partitions)
+        consumer = self._live()
+        found: list[TopicPartition] = self._run(_subscribed_partitions(consumer, subscription))
+        return found
+
+    def resolve(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
+        """Concrete offsets for ``spec``: the sentinels -2/-1 become the log start / high watermark."""
+        wanted = spec.for_partitions(tps)
+        earliest = [tp for tp, offset in wanted.items() if offset == EARLIEST]
+        latest = [tp for tp, offset in wanted.items() if offset == LATEST]
+        if earliest:
+            wanted.update(self.beginning(earliest))
+        if latest:
+            wanted.update(self.end(latest))
+        return wanted
+
+    def beginning(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        if not tps:
+            return {}
+        found: dict[TopicPartition, int] = self._run(self._live().beginning_offsets(tps))
+        return found
+
+    def end(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        if not tps:
+            return {}
+        found: dict[TopicPartition, int] = self._run(self._live().end_offsets(tps))
+        return found
+
+    def close(self) -> None:
+        try:
+            if self._consumer is not None:
+                self._runner.run(self._consumer.close(timeout=CLOSE_TIMEOUT))
+        finally:
+            self._consumer = None
+            self._runner.close()
+
+
+async def _subscribed_partitions(consumer: Consumer, subscription: Subscription) -> list[TopicPartition]:
+    if subscription.pattern is not None:
+        pattern = re.compile(subscription.pattern)
+        topics = await consumer.list_topics()
+        # Java's Pattern.matches(), which Spark's subscribePattern uses, matches the whole name.
+        return sorted(tp for name, tps in topics.items() if pattern.fullmatch(name) for tp in tps)
+    found: list[TopicPartition] = []
+    for topic in subscription.topics:
+        found.extend(await consumer.partitions_for(topic))
+    return sorted(found)
+
+
+def read_range(options: SourceOptions, tp: TopicPartition, start: int, end: int
+               ) -> Iterator[list[ConsumerRecord]]:
+    """Batches of the records of ``tp`` with ``start <= offset < end`` (``start`` may be EARLIEST).
+
+    Offsets are not dense (transaction markers, compaction), so the read ends when the consumer's
+    position reaches ``end``, not after ``end - start`` records. No progress for
+    ``kafkaConsumer.pollTimeoutMs`` is an error rather than a silent short read.
+    """
+    with asyncio.Runner() as runner:
+        consumer = Consumer.from_properties(options.consumer_settings())
+        runner.run(consumer.start())
+        try:
+            consumer.assign([tp])
+            if start == EARLIEST:
+                runner.run(consumer.seek_to_beginning(tp))
+            else:
+                consumer.seek(tp, start)
+            yield from _batches_until(runner, consumer, tp, end, options.poll_timeout)
+        finally:
+            runner.run(consumer.close(timeout=CLOSE_TIMEOUT))
+
+
+def _batches_until(runner: asyncio.Runner, consumer: Consumer, tp: TopicPartition, end: int,
+                   poll_timeout: float) -> Iterator[list[ConsumerRecord]]:
+    last_progress = time.monotonic()
+    while runner.run(consumer.position(tp)) < end:
+        records = [r for r in runner.run(consumer.poll(timeout=1.0)).records(tp) if r.offset < end]
+        if records:
+            last_progress = time.monotonic()
+            yield records
+        elif time.monotonic() - last_progress > poll_timeout:
+            position = runner.run(consumer.position(tp))
+            raise KafkaTimeoutError(
+                f"no records from {tp.topic}-{tp.partition} for {poll_timeout:.0f} s at offset {position}, "
+                f"expected records up to {end} (kafkaConsumer.pollTimeoutMs)")
+
+
+class DataLossError(KafkaError):
+    """Offsets went backwards (topic deleted and recreated, or unclean leader election)."""

@@ -1,0 +1,223 @@
+"""The PySpark data source (``format("aiokafka_lite")``) on a local Spark against Apache Kafka.
+
+One SparkSession for the module (local[2], small memory, no UI). Pure parts (options, offsets,
+rate limiting) are checked without Spark.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiokafka_lite.errors import ConfigError
+from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.testing.helpers import create_topic, produce
+
+HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None and importlib.util.find_spec("pyarrow") is not None
+needs_spark = pytest.mark.skipif(not HAS_PYSPARK, reason="pyspark/pyarrow not installed: "
+                                 "pip install 'aiokafka-lite[spark]'")
+
+FORMAT = "aiokafka_lite"
+
+
+# --- pure parts: options, checkpoint offsets, rate limiting -------------------------------------------
+
+def _parse(**options: str) -> Any:
+    from aiokafka_lite.spark.options import parse_options
+    return parse_options({"kafka.bootstrap.servers": "127.0.0.1:9092", **options}, streaming=False)
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({}, "subscribe, subscribePattern, assign"),
+    ({"subscribe": "a", "assign": '{"a": [0]}'}, "exactly one"),
+    ({"subscribe": "a", "startingOffsets": "soonest"}, "startingOffsets"),
+    ({"subscribe": "a", "startingOffsets": "latest"}, "startingOffsets"),
+    ({"subscribe": "a", "endingOffsets": '{"a": {"0": "x"}}'}, "endingOffsets"),
+    ({"subscribe": "a", "endingOffsets": "earliest"}, "endingOffsets"),
+    ({"assign": '{"a": "0"}'}, "assign"),
+    ({"subscribePattern": "(", }, "subscribePattern"),
+    ({"subscribe": "a", "maxOffsetsPerTrigger": "-3"}, "maxOffsetsPerTrigger"),
+    ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+    ({"subscribe": "a", "startingOfsets": "earliest"}, "did you mean startingOffsets"),
+    ({"subscribe": "a", "minPartitions": "4"}, "minPartitions"),
+    ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
+    ({"subscribe": "a", "kafka.max.poll.records": "0"}, "max_poll_records"),
+])
+def test_invalid_options_name_the_option(options, named):
+    with pytest.raises(ConfigError, match=named):
+        _parse(**options)
+
+
+def test_options_are_case_insensitive_and_parsed():
+    from aiokafka_lite.spark.options import EARLIEST, LATEST
+    parsed = _parse(SUBSCRIBE="a, b", startingoffsets='{"a": {"0": 5, "1": -2}}',
+                    **{"kafka.isolation.level": "read_committed"})
+    assert parsed.subscription.topics == ("a", "b")
+    assert parsed.starting.per_partition == {TopicPartition("a", 0): 5, TopicPartition("a", 1): EARLIEST}
+    assert parsed.ending.default == LATEST
+    assert parsed.consumer_settings()["isolation.level"] == "read_committed"
+    assert parsed.consumer_settings()["auto.offset.reset"] == "none"
+    with pytest.raises(ConfigError, match="a-2"):
+        parsed.starting.for_partitions([TopicPartition("a", p) for p in range(3)])
+
+
+def test_checkpoint_offsets_are_canonical_json():
+    from aiokafka_lite.spark.offsets import from_json, to_json
+    offsets = {TopicPartition("b", 10): 1, TopicPartition("a", 2): 7, TopicPartition("b", 9): 3}
+    as_json = to_json(offsets)
+    assert json.dumps(as_json) == '{"a": {"2": 7}, "b": {"9": 3, "10": 1}}'
+    assert from_json(json.loads(json.dumps(as_json))) == offsets
+
+
+def test_rate_limit_is_proportional_and_exact():
+    from aiokafka_lite.spark.offsets import cap
+    t0, t1, t2 = (TopicPartition("t", p) for p in range(3))
+    start = {t0: 0, t1: 100, t2: 50}
+    latest = {t0: 600, t1: 400, t2: 50}  # backlogs 600, 300, 0
+    assert cap(start, latest, 90) == {t0: 60, t1: 130, t2: 50}
+    assert cap(start, latest, 10_000) == latest
+    tiny = cap(start, latest, 1)  # a limit below the partition count still moves forward
+    assert sum(tiny[tp] - start[tp] for tp in latest) == 1
+    odd = cap({t0: 0, t1: 0, t2: 0}, {t0: 10, t1: 10, t2: 10}, 20)
+    assert sum(odd.values()) == 20
+    assert all(6 <= v <= 7 for v in odd.values())
+
+
+# --- Spark against a real broker ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    if not HAS_PYSPARK:
+        pytest.skip("pyspark/pyarrow not installed: pip install 'aiokafka-lite[spark]'")
+    from pyspark.sql import SparkSession
+
+    from aiokafka_lite.spark import register
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import aiokafka_lite from this venv
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (SparkSession.builder.master("local[2]").appName("aiokafka-lite-tests")
+               .config("spark.driver.memory", "768m")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def bootstrap(apache_kafka_broker: Any) -> str:
+    return str(apache_kafka_broker.bootstrap_servers)
+
+
+def _records(prefix: str, count: int, partitions: int) -> list[dict[str, Any]]:
+    # Recent timestamps: the broker's retention would delete records stamped long ago.
+    base = int(time.time() * 1000) - 60_000
+    return [{"key": None if i % 7 == 0 else f"{prefix}-k{i}", "value": f"{prefix}-v{i}",
+             "partition": i % partitions, "timestamp": base + i,
+             "headers": [("n", str(i).encode()), ("empty", None)] if i % 3 == 0 else []}
+            for i in range(count)]
+
+
+def _read(spark: Any, bootstrap: str, **options: str) -> Any:
+    reader = spark.read.format(FORMAT).option("kafka.bootstrap.servers", bootstrap)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+@needs_spark
+def test_batch_read_returns_every_record_with_its_columns(spark, bootstrap, unique_topic):
+    create_topic(bootstrap, unique_topic, partitions=3)
+    sent = _records("b", 90, 3)
+    produce(bootstrap, unique_topic, sent)
+    df = _read(spark, bootstrap, subscribe=unique_topic)
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
+        ("offset", "bigint"), ("timestamp", "timestamp"), ("timestampType", "int"),
+        ("headers", "array<struct<key:string,value:binary>>")]
+    rows = df.collect()
+    assert len(rows) == 90
+    by_value = {bytes(r.value).decode(): r for r in rows}
+    for i, record in enumerate(sent):
+        row = by_value[record["value"]]
+        assert row.key == (None if record["key"] is None else record["key"].encode())
+        assert (row.topic, row.partition, row.timestampType) == (unique_topic, i % 3, 0)
+        assert row.offset == i // 3
+        assert int(row.timestamp.timestamp() * 1000) == record["timestamp"]
+        assert [(h.key, h.value) for h in row.headers] == record["headers"]
+
+
+@needs_spark
+def test_batch_read_honours_json_offsets_and_assign(spark, bootstrap, unique_topic):
+    create_topic(bootstrap, unique_topic, partitions=3)
+    produce(bootstrap, unique_topic, _records("o", 30, 3))  # ten records per partition
+    starting = json.dumps({unique_topic: {"0": 2, "1": -2, "2": 9}})
+    ending = json.dumps({unique_topic: {"0": 5, "1": 3, "2": -1}})
+    rows = _read(spark, bootstrap, subscribe=unique_topic, startingOffsets=starting,
+                 endingOffsets=ending).select("partition", "offset").collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [(0, 2), (0, 3), (0, 4), (1, 0), (1, 1), (1, 2), (2, 9)]
+    assigned = _read(spark, bootstrap, assign=json.dumps({unique_topic: [1]}), endingOffsets="latest")
+    assert sorted(r.offset for r in assigned.select("offset").collect()) == list(range(10))
+    assert assigned.where("partition != 1").count() == 0
+
+
+@needs_spark
+def test_bad_option_fails_at_load_naming_it(spark, bootstrap):
+    with pytest.raises(Exception, match="startingOffsets"):
+        _read(spark, bootstrap, subscribe="x", startingOffsets="yesterday").collect()
+
+
+def _stream_to_parquet(spark: Any, bootstrap: str, topic: str, out: Path, checkpoint: Path) -> None:
+    query = (spark.readStream.format(FORMAT)
+             .option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic)
+             .option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "25")
+             .load()
+             .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+             .writeStream.format("parquet")
+             .option("path", str(out))
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True)
+             .start())
+    try:
+        assert query.awaitTermination(timeout=90), "the availableNow query did not finish in 90 s"
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+@needs_spark
+def test_streaming_restart_from_checkpoint_reads_exactly_the_new_records(spark, bootstrap, unique_topic,
+                                                                         tmp_path):
+    create_topic(bootstrap, unique_topic, partitions=3)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    produce(bootstrap, unique_topic, _records("s1", 60, 3))
+    _stream_to_parquet(spark, bootstrap, unique_topic, out, checkpoint)
+    first = spark.read.parquet(str(out)).collect()
+    assert len(first) == 60
+    batches = len(list((checkpoint / "commits").iterdir()))
+    assert batches >= 3, "maxOffsetsPerTrigger=25 should split 60 records into at least 3 micro-batches"
+
+    produce(bootstrap, unique_topic, _records("s2", 45, 3))
+    _stream_to_parquet(spark, bootstrap, unique_topic, out, checkpoint)  # a new query, same checkpoint
+    rows = spark.read.parquet(str(out)).collect()
+    seen = [(r.partition, r.offset) for r in rows]
+    assert len(seen) == len(set(seen)) == 105, "a restarted query must neither lose nor repeat records"
+    for partition in range(3):
+        offsets = sorted(o for p, o in seen if p == partition)
+        assert offsets == list(range(35)), f"gap in partition {partition}"
+    new_values = {r.value for r in rows} - {r.value for r in first}
+    assert new_values == {f"s2-v{i}" for i in range(45)}
