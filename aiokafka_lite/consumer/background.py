@@ -209,5 +209,8 @@ def apply_heartbeat_outcome(group: GroupCoordinator, code: int, outcome: Outcome
     elif outcome is Outcome.FATAL:
         if code == FENCED_INSTANCE_ID:
             membership.handle(Event.FENCED)
+        group.on_rejoin_needed()  # let a waiting poll() raise it now
         return broker_error(code, f"Heartbeat for group {group.group_id!r}")
+    if outcome is not Outcome.ALIVE:
+        group.on_rejoin_needed()  # a waiting poll() rejoins now, not after its wait slice
     return None

@@ -20,6 +20,7 @@ from ..errors import (
     IllegalStateError,
     InvalidArgumentError,
     KafkaConnectionError,
+    KafkaTimeoutError,
 )
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._bounded import DEFAULT, Timeout, bounded, resolve_timeout
@@ -112,6 +113,7 @@ class Consumer:
             self._offsets = make_offset_lookup(self.config, cluster)
             if self.config.group_id is not None:
                 self._group = GroupCoordinator(cluster, self.config)
+                self._group.on_rejoin_needed = self._fetcher.wake
                 if self.config.heartbeat_mode == "thread":
                     self._liveness = HeartbeatThread(self._group, self._timers, self._timers_lock, cluster.options)
                 else:
@@ -294,7 +296,7 @@ class Consumer:
         while True:
             try:
                 return await call()
-            except KafkaConnectionError as exc:
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:  # one request's; `bounded` ends the call
                 log.info("retrying after a connection error: %s", exc)
                 await asyncio.sleep(self.config.retry_backoff)
 

@@ -430,6 +430,10 @@ class Fetcher:
 
     # ------------------------------------------------------------------ waiting and closing
 
+    def wake(self) -> None:
+        """End a wait_for_data() early: the poll path has something else to do (e.g. rejoin)."""
+        self._data_ready.set()
+
     async def wait_for_data(self, timeout: float | None) -> None:
         """Return when records (or an error) are ready to hand out, or after ``timeout`` seconds."""
         if self._errors or self._closed or self.has_buffered():

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._net.cluster import Cluster
-from .._net.connection import Connection
+from .._net.connection import DEFAULT, Connection, Timeout
 from ..config import ConsumerConfig
 from ..errors import (
     BrokerError,
@@ -84,6 +84,8 @@ class GroupCoordinator:
         self.rebalances = 0
         self.last_rebalance_seconds: float | None = None
         self.lapse_reason: str | None = None  # why the member left on its own, for CommitFailedError
+        # Called when a background path finds that the member must rejoin: wakes a waiting poll().
+        self.on_rejoin_needed: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------ coordinator
 
@@ -91,7 +93,7 @@ class GroupCoordinator:
         return await self.cluster.coordinator_connection(self.group_id, timeout=timeout)
 
     async def _send(self, api: Any, body: dict[str, Any], timeout: float | None,
-                    request_timeout: float | None = None) -> tuple[int, dict[str, Any]]:
+                    request_timeout: Timeout = DEFAULT) -> tuple[int, dict[str, Any]]:
         """One request to the coordinator: (version, response). Connection loss marks it unknown."""
         conn = await self.connection(timeout)
         version = conn.version_for(api, VERSION_CAPS.get(api.key))
