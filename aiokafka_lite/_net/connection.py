@@ -62,6 +62,7 @@ class _Pending:
     api: Api
     version: int
     future: asyncio.Future[bytes]
+    sent_at: float
 
 
 class Connection:
@@ -81,6 +82,7 @@ class Connection:
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version = -1  # the ApiVersions version the broker answered
         self.last_used = time.monotonic()
+        self._last_received = self.last_used
         self._reader_task = asyncio.get_running_loop().create_task(
             self._read_loop(), name=f"aiokafka-lite reader {host}:{port}")
 
@@ -156,11 +158,28 @@ class Connection:
                         seconds: float | None) -> bytes:
         with map_exceptions(f"{api.name} v{version} to {self}", seconds):
             pending = self._enqueue(api, version, body)
-            async with asyncio.timeout(seconds):
-                await self._drain()
-                # On timeout or cancellation this future is cancelled; the entry stays queued so
-                # the reader can recognise and drop the late response.
-                return await pending.future
+            try:
+                async with asyncio.timeout(seconds):
+                    await self._drain()
+                    # On timeout or cancellation this future is cancelled; the entry stays queued so
+                    # the reader can recognise and drop the late response.
+                    return await pending.future
+            except TimeoutError:
+                self._drop_if_silent(pending)
+                raise
+
+    def _drop_if_silent(self, timed_out: _Pending) -> None:
+        """Close a connection that still owes an older timed-out answer and received nothing at all
+        while ``timed_out`` waited: the peer is gone without FIN or RST (a half-open connection).
+        Keeping it would make every later request on it time out too; closing lets the next one
+        reconnect. A slow but live broker sends frames, so one timeout alone never closes."""
+        oldest = self._pending[0] if self._pending else None
+        if (oldest is not None and oldest is not timed_out and oldest.future.done()
+                and self._last_received < timed_out.sent_at):
+            log.warning("closing %s: no answer to %s v%d nor to anything sent since (half-open?)",
+                        self, oldest.api.name, oldest.version)
+            self._shutdown(KafkaConnectionError(
+                f"{self} stopped answering: closed after two requests timed out with nothing received"))
 
     def _enqueue(self, api: Api, version: int, body: Mapping[str, Any]) -> _Pending:
         if self._closed_by is not None:
@@ -168,7 +187,8 @@ class Connection:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(api, version, correlation_id, self.options.client_id, body)
-        pending = _Pending(correlation_id, api, version, asyncio.get_running_loop().create_future())
+        pending = _Pending(correlation_id, api, version, asyncio.get_running_loop().create_future(),
+                           time.monotonic())
         self._pending.append(pending)
         self._writer.write(frame)
         self.last_used = time.monotonic()
@@ -218,7 +238,7 @@ class Connection:
                 f"{self} answered correlation id {correlation_id}, expected "
                 f"{pending.correlation_id} ({pending.api.name} v{pending.version})")
         self._pending.popleft()
-        self.last_used = time.monotonic()
+        self.last_used = self._last_received = time.monotonic()
         if not pending.future.done():  # a timed-out or cancelled request's answer is dropped
             pending.future.set_result(frame)
 

@@ -109,7 +109,11 @@ def encode_response(api: Api, version: int, correlation_id: int, body: Mapping[s
 
 
 def _skip_tagged(r: Reader) -> None:
-    for _ in range(r.uvarint()):
+    count = r.uvarint()
+    if count > r.remaining:  # each tagged field takes at least one byte: never loop on a bogus count
+        r.fail(f"{count} header tagged fields cannot fit")
+        return
+    for _ in range(count):
         r.uvarint()
         r.skip(r.uvarint())
 

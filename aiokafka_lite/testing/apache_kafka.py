@@ -8,9 +8,12 @@ into ``~/.cache/aiokafka-lite/kafka-<version>/``::
         kafka.restart()          # same ports, same data: committed offsets survive
         kafka.kill(); kafka.start()   # crash (SIGKILL) and recover
 
-Extra listeners (for TLS or SASL later) are named in ``extra_listeners`` as
-``{"SSL": "SSL"}`` (listener name -> security protocol); each gets its own port, and their settings
-(``listener.name.ssl.ssl.keystore.location`` ...) go in ``extra_properties``.
+Extra listeners (TLS, SASL) are named in ``extra_listeners`` as ``{"SSL": "SSL"}`` (listener
+name -> security protocol); each gets its own port, and their settings
+(``listener.name.ssl.ssl.keystore.location`` ...) go in ``extra_properties``
+(``aiokafka_lite.testing.certs`` makes the certificates). ``advertised_ports={"PROXIED": port}``
+makes a listener advertise another port (a TCP proxy in front of it), and ``storage_format_args``
+go to ``kafka-storage format`` (e.g. ``["--add-scram", "SCRAM-SHA-256=[name=u,password=p]"]``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -90,11 +93,15 @@ class ApacheKafkaBroker:
     def __init__(self, version: str = DEFAULT_VERSION, *,
                  extra_properties: Mapping[str, str] | None = None,
                  extra_listeners: Mapping[str, str] | None = None,
+                 advertised_ports: Mapping[str, int] | None = None,
+                 storage_format_args: Sequence[str] = (),
                  start_timeout: float = 120.0) -> None:
         self.version = version
         self.name = f"kafka-{version}"
         self.extra_properties = dict(extra_properties or {})
         self.extra_listeners = dict(extra_listeners or {})
+        self.advertised_ports = dict(advertised_ports or {})
+        self.storage_format_args = tuple(storage_format_args)
         self.start_timeout = start_timeout
         self.ports: dict[str, int] = {}
         self.startup_seconds = 0.0
@@ -203,7 +210,7 @@ class ApacheKafkaBroker:
     def _server_properties(self) -> str:
         protocols = self._protocols()
         listeners = ",".join(f"{name}://{LOCALHOST}:{self.ports[name]}" for name in protocols)
-        advertised = ",".join(f"{name}://{LOCALHOST}:{self.ports[name]}"
+        advertised = ",".join(f"{name}://{LOCALHOST}:{self.advertised_ports.get(name, self.ports[name])}"
                               for name in protocols if name != "CONTROLLER")
         props = {
             "process.roles": "broker,controller",
@@ -234,7 +241,8 @@ class ApacheKafkaBroker:
 
     def _format_storage(self, java: str) -> None:
         argv = self._java_argv(java, "kafka.tools.StorageTool", "format", "-t", _new_cluster_id(),
-                               "-c", str(self._workdir() / "server.properties"))
+                               "-c", str(self._workdir() / "server.properties"),
+                               *self.storage_format_args)
         result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         if result.returncode != 0:
             raise BrokerStartError(f"{self.name}: formatting storage failed:\n"

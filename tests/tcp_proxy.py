@@ -1,0 +1,180 @@
+"""A small asyncio TCP proxy on 127.0.0.1 for fault tests: it forwards bytes between clients and
+one upstream address, and on request breaks the path the ways real networks do.
+
+    proxy = TcpProxy("127.0.0.1", broker_port)          # or TcpProxy(..., port=chosen_port)
+    await proxy.start()
+    proxy.reset_all()                   # RST every open connection now
+    proxy.reset_next_request()          # the next client->broker chunk: half of it, then RST
+    proxy.half_open()                   # open connections go silent (bytes swallowed, no FIN/RST)
+    proxy.latency = 0.5                 # seconds added before forwarding each chunk
+    proxy.inject_garbage(b"...")        # once, into the next broker->client chunk
+    proxy.heal()                        # forward normally again (silenced connections stay dead)
+    await proxy.stop()
+
+Faults are counted in ``proxy.faults`` (kind -> times applied).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import socket
+import struct
+
+CHUNK = 65536
+
+
+class _Link:
+    """One client connection and its upstream connection."""
+
+    def __init__(self, client: asyncio.StreamWriter, upstream: asyncio.StreamWriter) -> None:
+        self.client = client
+        self.upstream = upstream
+        self.silenced = False
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def reset(self) -> None:
+        for writer in (self.client, self.upstream):
+            _abort_with_rst(writer)
+
+
+def _abort_with_rst(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            # Linger 0: close() sends RST instead of FIN, as a crashed middlebox would.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+class TcpProxy:
+    def __init__(self, upstream_host: str, upstream_port: int, *, port: int = 0) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.port = port
+        self.latency = 0.0
+        self.faults: collections.Counter[str] = collections.Counter()
+        self.connections = 0
+        self._links: set[_Link] = set()
+        self._server: asyncio.Server | None = None
+        self._reset_next_request = False
+        self._garbage: bytes | None = None
+        self._refuse = False
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self) -> TcpProxy:
+        self._server = await asyncio.start_server(self._on_client, "127.0.0.1", self.port,
+                                                  reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        links = list(self._links)
+        for link in links:
+            link.reset()
+        tasks = [t for link in links for t in link.tasks]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> TcpProxy:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ faults
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._links)
+
+    def reset_all(self) -> None:
+        """RST every open connection, both sides."""
+        self.faults["reset"] += 1
+        for link in list(self._links):
+            link.reset()
+
+    def reset_next_request(self) -> None:
+        """The next client->broker chunk is cut in half, then both sides get an RST."""
+        self._reset_next_request = True
+
+    def half_open(self) -> None:
+        """Every open connection stops forwarding in both directions but stays open: the client
+        sees no FIN, no RST, just silence (a dead peer behind a NAT). New connections work."""
+        self.faults["half_open"] += 1
+        for link in self._links:
+            link.silenced = True
+
+    def refuse_new(self, refuse: bool = True) -> None:
+        """Accept and immediately RST new connections (a broker port that is down)."""
+        self._refuse = refuse
+
+    def inject_garbage(self, data: bytes) -> None:
+        """Send ``data`` to the client once, just before the next chunk from the broker."""
+        self._garbage = data
+
+    def heal(self) -> None:
+        self.latency = 0.0
+        self._reset_next_request = False
+        self._garbage = None
+        self._refuse = False
+
+    # ------------------------------------------------------------------ forwarding
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._refuse:
+            self.faults["refused"] += 1
+            _abort_with_rst(writer)
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            _abort_with_rst(writer)
+            return
+        self.connections += 1
+        link = _Link(writer, up_writer)
+        self._links.add(link)
+        link.tasks = [asyncio.create_task(self._pump(link, reader, up_writer, to_broker=True)),
+                      asyncio.create_task(self._pump(link, up_reader, writer, to_broker=False))]
+        try:
+            await asyncio.wait(link.tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            link.reset()
+            for task in link.tasks:
+                task.cancel()
+            await asyncio.wait(link.tasks)
+            self._links.discard(link)
+
+    async def _pump(self, link: _Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                    to_broker: bool) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while True:
+                data = await reader.read(CHUNK)
+                if not data:
+                    return  # EOF: the link is torn down by _on_client
+                if link.silenced:
+                    continue  # swallow: a half-open path neither forwards nor closes
+                if self.latency:
+                    await asyncio.sleep(self.latency)
+                if to_broker and self._reset_next_request:
+                    self._reset_next_request = False
+                    self.faults["reset_mid_request"] += 1
+                    writer.write(data[: max(1, len(data) // 2)])
+                    link.reset()
+                    return
+                if not to_broker and self._garbage is not None:
+                    garbage, self._garbage = self._garbage, None
+                    self.faults["garbage"] += 1
+                    writer.write(garbage)
+                writer.write(data)
+                await writer.drain()
