@@ -8,6 +8,10 @@ the default broker with ``--kafka-broker=tansu|kafka|kafka39|mock``.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 
@@ -17,3 +21,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             "the aiokafka_lite pytest plugin is not loaded: install the package "
             "(pip install -e '.[test]') or pass -p aiokafka_lite.testing.plugin")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
+                     help="the event loop the async tests run on (default: asyncio's own)")
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], Any]]:
+    """`--event-loop=uvloop` runs every async test on uvloop (pytest-asyncio's loop-factory hook)."""
+    if config.getoption("--event-loop") != "uvloop":
+        return {"asyncio": asyncio.new_event_loop}
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}
