@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from enum import Enum
 
-from ..errors import BrokerError, KafkaConnectionError, KafkaError, KafkaTimeoutError, broker_error
+from ..errors import BrokerError, KafkaError, broker_error
 from .group import (
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
@@ -46,7 +46,6 @@ class LivenessTasks:
         # metrics
         self.heartbeats_sent = 0
         self.heartbeat_failures = 0
-        self.last_heartbeat_rtt: float | None = None
         self.poll_lapses = 0
         self.last_leave_delay: float | None = None  # seconds from the poll deadline to LeaveGroup sent
 
@@ -108,19 +107,12 @@ class LivenessTasks:
         self.heartbeats_sent += 1
         try:
             code = await self.group.heartbeat()
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+        except KafkaError as exc:  # connection lost, timeout, coordinator lookup failed: retry
             log.info("group %s: heartbeat failed: %s", self.group.group_id, exc)
             self.heartbeat_failures += 1
             self.timers.on_heartbeat_failure(self.clock())
             return
-        except KafkaError as exc:  # e.g. coordinator lookup failed: retry, it is not fatal yet
-            log.info("group %s: heartbeat failed: %s", self.group.group_id, exc)
-            self.heartbeat_failures += 1
-            self.timers.on_heartbeat_failure(self.clock())
-            return
-        now = self.clock()
-        self.last_heartbeat_rtt = now - sent
-        self._on_heartbeat_code(code, now, generation)
+        self._on_heartbeat_code(code, self.clock(), generation)
 
     def _on_heartbeat_code(self, code: int, now: float, generation: int) -> None:
         outcome = heartbeat_outcome(code)

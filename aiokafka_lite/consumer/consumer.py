@@ -25,12 +25,15 @@ from ..errors import (
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._bounded import DEFAULT, Timeout, bounded, resolve_timeout
 from .background import LivenessTasks
+from .closing import close_by_force, close_gracefully
 from .fetcher import Fetcher
 from .group import GroupCoordinator
 from .heartbeat_thread import HeartbeatThread
 from .listener import ConsumerRebalanceListener
 from .liveness import LivenessTimers
+from .metrics import snapshot
 from .offsets import OffsetLookup
+from .polling import poll_once, update_positions
 from .stall import StallMonitor
 from .subscription import ResetStrategy, SubscriptionState
 from .wiring import make_cluster, make_fetcher, make_offset_lookup
@@ -130,7 +133,6 @@ class Consumer:
         await asyncio.shield(self._close_task)
 
     async def _close(self, timeout: float | None) -> None:
-        from .closing import close_by_force, close_gracefully
         try:
             await close_gracefully(self, timeout)
         finally:
@@ -200,7 +202,6 @@ class Consumer:
     async def poll(self, timeout: float = POLL_DEFAULT_TIMEOUT, max_records: int | None = None) -> ConsumerRecords:
         """Records fetched so far, waiting up to `timeout` seconds for some. Empty on timeout,
         even while the group rebalances or the coordinator is unknown; never raises a timeout."""
-        from .polling import poll_once
         self._check_open()
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
             raise InvalidArgumentError(f"poll timeout must be a number of seconds >= 0, got {timeout!r}")
@@ -358,7 +359,6 @@ class Consumer:
         return self._subscription.paused()
 
     async def position(self, tp: TopicPartition, timeout: Timeout = DEFAULT) -> int:
-        from .polling import update_positions
         self._check_open()
         limit = resolve_timeout(timeout, self.config)
         self._subscription.state(tp)  # raises for an unassigned partition
@@ -437,7 +437,6 @@ class Consumer:
                 if cluster.partitions_for(t)}
 
     def metrics(self) -> dict[str, Any]:
-        from .metrics import snapshot
         return snapshot(self)
 
 

@@ -26,6 +26,7 @@ from ..errors import (
     KafkaTimeoutError,
     RebalanceInProgressError,
     broker_error,
+    is_retriable,
 )
 from ..protocol import consumer_protocol as cp
 from ..protocol.messages import (
@@ -331,7 +332,7 @@ class GroupCoordinator:
             raise FencedInstanceIdError(f"OffsetCommit for group {self.group_id!r}")
         for code in codes:
             self.coordinator_error(code)
-            if not BrokerError(code).retriable:
+            if not is_retriable(code):
                 raise BrokerError(code, f"OffsetCommit for group {self.group_id!r}")
         # Every code is retriable: the caller's loop retries within its timeout.
 
@@ -393,14 +394,13 @@ def _parse_offset_fetch(resp: dict[str, Any]) -> tuple[dict[TopicPartition, Offs
     for group in groups:
         code = group.get("error_code", NONE)
         if code != NONE:
-            if BrokerError(code).retriable:
+            if is_retriable(code):
                 retry.add(code)
                 continue
             raise BrokerError(code, "OffsetFetch")
         for topic in group["topics"]:
             for p in topic["partitions"]:
-                if p["error_code"] == UNSTABLE_OFFSET_COMMIT or (BrokerError(p["error_code"]).retriable \
-                        and p["error_code"] != NONE):
+                if p["error_code"] == UNSTABLE_OFFSET_COMMIT or is_retriable(p["error_code"]):
                     retry.add(p["error_code"])
                 elif p["error_code"] != NONE:
                     raise BrokerError(p["error_code"], f"OffsetFetch {topic['name']}-{p['partition_index']}")

@@ -51,7 +51,6 @@ class HeartbeatThread:
         self.fatal_error: BaseException | None = None
         self.heartbeats_sent = 0
         self.heartbeat_failures = 0
-        self.last_heartbeat_rtt: float | None = None
         self.poll_lapses = 0
         self.last_leave_delay: float | None = None
         self._identity: MemberIdentity | None = None
@@ -135,7 +134,7 @@ class HeartbeatThread:
         if lapse is not None:
             self._leave_on_lapse(identity, lapse)
         else:
-            self._heartbeat(identity, now)
+            self._heartbeat(identity)
         return 0.0
 
     def _connection(self, identity: MemberIdentity) -> BlockingConnection:
@@ -152,7 +151,7 @@ class HeartbeatThread:
         if conn is not None:
             conn.close()
 
-    def _heartbeat(self, identity: MemberIdentity, sent: float) -> None:
+    def _heartbeat(self, identity: MemberIdentity) -> None:
         self.heartbeats_sent += 1
         group_id = self.group.group_id
         try:
@@ -172,7 +171,6 @@ class HeartbeatThread:
                 self.timers.on_heartbeat_failure(now)
             elif outcome in (Outcome.ALIVE, Outcome.REJOIN):
                 self.timers.on_heartbeat_success(now)
-                self.last_heartbeat_rtt = now - sent
             else:
                 self.timers.clear_session()
                 self._identity = None

@@ -39,7 +39,7 @@ def snapshot(consumer: Consumer) -> dict[str, Any]:
         out.update({
             "heartbeats_sent": live.heartbeats_sent,
             "heartbeat_failures": live.heartbeat_failures,
-            "heartbeat_rtt_seconds": live.last_heartbeat_rtt,
+            "heartbeat_rtt_seconds": timers.last_heartbeat_rtt,  # of the last successful heartbeat
             "poll_interval_lapses": live.poll_lapses,
             "last_leave_delay_seconds": live.last_leave_delay,
         })

@@ -8,6 +8,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ..errors import KafkaError
 from ..structs import ConsumerRecords, TopicPartition
 from .listener import call_listener
 from .subscription import SubscriptionType
@@ -110,7 +111,6 @@ async def _prepare_rejoin(consumer: Consumer) -> None:
 
 
 async def _commit_quietly(consumer: Consumer) -> None:
-    from ..errors import KafkaError
     group = consumer._group
     assert group is not None
     offsets = consumer._offsets_to_commit(None)
