@@ -11,10 +11,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import BrokerError, KafkaConnectionError, ProtocolDecodeError, UnsupportedVersionError
+from ..errors import KafkaConnectionError, ProtocolDecodeError, UnsupportedVersionError
 from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
 from ..protocol.messages import API_VERSIONS
-from .connection import UNSUPPORTED_VERSION, _error_code, _fallback_version, _ranges
+from .connection import api_versions_body, api_versions_ranges, api_versions_retry
 from .exceptions import map_exceptions
 from .options import ConnectionOptions
 from .sasl import sasl_exchange
@@ -45,17 +45,14 @@ class BlockingConnection:
         return f"broker {self.host}:{self.port} (heartbeat thread)"
 
     def _negotiate(self, timeout: float | None) -> None:
-        body = {"client_software_name": self.options.client_software_name,
-                "client_software_version": self.options.client_software_version}
+        body = api_versions_body(self.options)
         version = API_VERSIONS.max_version
         frame = self._exchange(API_VERSIONS, version, body, timeout)
-        if _error_code(frame) == UNSUPPORTED_VERSION:
-            version = min(_fallback_version(frame), version - 1)
+        retry = api_versions_retry(frame, version)
+        if retry is not None:
+            version = retry
             frame = self._exchange(API_VERSIONS, version, body, timeout)
-        response = decode_response(API_VERSIONS, version, frame)
-        if response["error_code"]:
-            raise BrokerError(response["error_code"], f"ApiVersions v{version} from {self}")
-        self._versions = _ranges(response)
+        self._versions = api_versions_ranges(frame, version, str(self))
 
     def _authenticate(self, timeout: float | None) -> None:
         exchange = sasl_exchange(self.options, self.version_for, str(self))

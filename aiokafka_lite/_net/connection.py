@@ -114,17 +114,14 @@ class Connection:
         return conn
 
     async def _negotiate_versions(self) -> None:
-        body = {"client_software_name": self.options.client_software_name,
-                "client_software_version": self.options.client_software_version}
+        body = api_versions_body(self.options)
         version = API_VERSIONS.max_version
         frame = await self._exchange(API_VERSIONS, version, body, None)
-        if _error_code(frame) == UNSUPPORTED_VERSION:
-            version = min(_fallback_version(frame), version - 1)
+        retry = api_versions_retry(frame, version)
+        if retry is not None:
+            version = retry
             frame = await self._exchange(API_VERSIONS, version, body, None)
-        response = decode_response(API_VERSIONS, version, frame)
-        if response["error_code"]:
-            raise BrokerError(response["error_code"], f"ApiVersions v{version} from {self}")
-        self._broker_versions = _ranges(response)
+        self._broker_versions = api_versions_ranges(frame, version, str(self))
         self.api_versions_version = version
 
     # ------------------------------------------------------------------ versions
@@ -288,6 +285,29 @@ class Connection:
 
 def _name(host: str, port: int, node_id: int | None) -> str:
     return f"broker {host}:{port}" + ("" if node_id is None else f" (node {node_id})")
+
+
+# ApiVersions negotiation, shared by this connection and the heartbeat thread's blocking one:
+# send at our highest version; on UNSUPPORTED_VERSION retry once as the answer says (KIP-511).
+
+def api_versions_body(options: ConnectionOptions) -> dict[str, Any]:
+    return {"client_software_name": options.client_software_name,
+            "client_software_version": options.client_software_version}
+
+
+def api_versions_retry(frame: bytes, version: int) -> int | None:
+    """The version to resend ApiVersions at, or None when this answer is final."""
+    if _error_code(frame) != UNSUPPORTED_VERSION:
+        return None
+    return min(_fallback_version(frame), version - 1)
+
+
+def api_versions_ranges(frame: bytes, version: int, peer: str) -> dict[int, tuple[int, int]]:
+    """The broker's (min, max) version per API key from its final ApiVersions answer."""
+    response = decode_response(API_VERSIONS, version, frame)
+    if response["error_code"]:
+        raise BrokerError(response["error_code"], f"ApiVersions v{version} from {peer}")
+    return _ranges(response)
 
 
 def _error_code(frame: bytes) -> int:
