@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any, NamedTuple
 
@@ -45,17 +45,22 @@ class ConsumerRecord(NamedTuple):
 
 
 class ConsumerRecords(Sequence[ConsumerRecord]):
-    """The result of one poll(): records in fetch order, with a per-partition view."""
+    """The result of one poll(): records in fetch order, with a per-partition view.
+
+    The consumer passes each partition's records as a lazy sequence that builds the record tuples
+    while it is iterated (see protocol.record_columns); ``records()``, ``by_partition()`` and
+    indexing give lists.
+    """
 
     __slots__ = ("_by_partition", "_records")
 
-    def __init__(self, by_partition: dict[TopicPartition, list[ConsumerRecord]] | None = None) -> None:
-        self._by_partition = by_partition or {}
+    def __init__(self, by_partition: Mapping[TopicPartition, Sequence[ConsumerRecord]] | None = None) -> None:
+        self._by_partition = dict(by_partition or {})
         self._records: list[ConsumerRecord] | None = None
 
     def _flat(self) -> list[ConsumerRecord]:
         if self._records is None:
-            self._records = [r for batch in self._by_partition.values() for r in batch]
+            self._records = list(self)
         return self._records
 
     def __len__(self) -> int:
@@ -75,10 +80,10 @@ class ConsumerRecords(Sequence[ConsumerRecord]):
         return {tp for tp, batch in self._by_partition.items() if batch}
 
     def records(self, tp: TopicPartition) -> list[ConsumerRecord]:
-        return self._by_partition.get(tp, [])
+        return list(self._by_partition.get(tp, ()))
 
     def by_partition(self) -> dict[TopicPartition, list[ConsumerRecord]]:
-        return dict(self._by_partition)
+        return {tp: list(records) for tp, records in self._by_partition.items()}
 
     def __repr__(self) -> str:
         return f"ConsumerRecords({len(self)} records from {len(self.partitions())} partitions)"

@@ -34,8 +34,9 @@ from ..errors import (
     is_retriable,
 )
 from ..protocol.messages import FETCH
+from ..protocol.record_columns import RecordChunks
 from ..protocol.records import PartitionRecords, next_fetch_offset
-from ..structs import ConsumerRecord, TopicPartition
+from ..structs import TopicPartition
 from .offsets import READ_COMMITTED, ClusterLike, ConnectionLike
 from .subscription import PartitionState, ResetStrategy, SubscriptionState
 
@@ -55,7 +56,7 @@ _OFFSET_OUT_OF_RANGE = ERROR_CODE_BY_NAME["OFFSET_OUT_OF_RANGE"]
 _CORRUPT_MESSAGE = ERROR_CODE_BY_NAME["CORRUPT_MESSAGE"]
 
 Deserializer = Callable[[bytes | None], Any]
-Records = list[ConsumerRecord]
+Records = RecordChunks
 
 
 @dataclass(slots=True, eq=False)
@@ -364,15 +365,15 @@ class Fetcher:
         state = self._current_state(cf)
         if state is None:
             self._finish(cf.tp)  # revoked, re-assigned or seeked since the fetch was sent
-            return []
+            return _NO_RECORDS
         if state.paused:
-            return []  # kept for when the partition resumes
+            return _NO_RECORDS  # kept for when the partition resumes
         self._apply_marks(cf)
         records = cf.records
         if records is None:
             self._finish(cf.tp)
             self._partition_error(cf)
-            return []
+            return _NO_RECORDS
         start = cf.position
         try:
             chunk = records.take(limit)
@@ -465,18 +466,19 @@ class Fetcher:
         self._data_ready.set()  # wake any waiter: nothing more will arrive
 
 
+_NO_RECORDS = RecordChunks([])
+
+
 def _converter(key_deserializer: Deserializer | None,
                value_deserializer: Deserializer | None) -> Callable[[Records], Records] | None:
-    """One list comprehension per chunk applying the deserializers (None: records pass as they are)."""
+    """Applies the deserializers column by column (None: records pass as they are)."""
     if key_deserializer is None and value_deserializer is None:
         return None
     kd: Deserializer = key_deserializer or _identity
     vd: Deserializer = value_deserializer or _identity
-    new = tuple.__new__
-    cls = ConsumerRecord
 
-    def convert(chunk: Records) -> Records:
-        return [new(cls, (t, p, o, ts, tt, kd(k), vd(v), h, e)) for t, p, o, ts, tt, k, v, h, e in chunk]
+    def convert(records: Records) -> Records:
+        return RecordChunks([chunk.converted(kd, vd) for chunk in records.chunks])
 
     return convert
 

@@ -30,6 +30,7 @@ from aiokafka_lite.protocol.compression import (
     Codec,
     decompress,
 )
+from aiokafka_lite.protocol.record_columns import RecordChunks, RecordColumns
 from aiokafka_lite.protocol.records_v2 import (
     CONTROL_ABORT,
     CONTROL_BIT,
@@ -128,12 +129,12 @@ class RecordBatch:
         if actual != self.header.crc:
             raise self._corrupt(f"CRC32C mismatch: stored {self.header.crc:#010x}, computed {actual:#010x}")
 
-    def records(self, min_offset: int = 0) -> list[ConsumerRecord]:
+    def records(self, min_offset: int = 0) -> RecordColumns:
         """The user records with offset >= ``min_offset`` (none for a control batch)."""
         if self.header.magic != 2:
             return self._legacy_records(min_offset)
         if self.is_control:
-            return []
+            return RecordColumns.of(self.topic, self.partition, ())
         if self._check_crcs:
             self.validate_crc()
         buf, pos, end = self._body()
@@ -170,14 +171,14 @@ class RecordBatch:
                                         f"batch base offset {self.base_offset})") from exc
         return plain, 0, len(plain)
 
-    def _legacy_records(self, min_offset: int) -> list[ConsumerRecord]:
+    def _legacy_records(self, min_offset: int) -> RecordColumns:
         try:
             found = records_legacy.decode_legacy_entry(
                 self._buf, self._start, self._end, self.topic, self.partition,
                 check_crcs=self._check_crcs, max_decompressed=self._max_decompressed)
         except CorruptRecordError as exc:
             raise self._corrupt(str(exc)) from exc
-        return [r for r in found if r.offset >= min_offset]
+        return RecordColumns.of(self.topic, self.partition, [r for r in found if r.offset >= min_offset])
 
     def _corrupt(self, message: str) -> CorruptRecordError:
         if "(topic " in message:  # already carries its location
@@ -313,7 +314,7 @@ class PartitionRecords:
         self._batches = iter_batches(data, topic, partition, check_crcs=check_crcs,
                                      max_decompressed_bytes=max_decompressed_bytes)
         self._transactions = _AbortedTransactions(aborted_transactions or ()) if read_committed else None
-        self._current: list[ConsumerRecord] = []
+        self._current = RecordColumns.of(topic, partition, ())
         self._index = 0
         self._current_next = fetch_offset
         self._error: KafkaError | None = None
@@ -329,17 +330,18 @@ class PartitionRecords:
         """Nothing left to hand out (an error still pending counts as something)."""
         return self._done and self._error is None and self._index >= len(self._current)
 
-    def take(self, max_records: int | None = None) -> list[ConsumerRecord]:
+    def take(self, max_records: int | None = None) -> RecordChunks:
         """Up to ``max_records`` records (all that remain if None), decoding batches as needed."""
-        out: list[ConsumerRecord] = []
-        while max_records is None or len(out) < max_records:
+        out: list[RecordColumns] = []
+        wanted = -1 if max_records is None else max_records
+        while wanted != 0:
             if self._index < len(self._current):
-                self._hand_out(out, max_records)
+                wanted -= self._hand_out(out, wanted)
             elif not self._load_next_batch():
                 break
         if not out and self._error is not None:
             raise self._error
-        return out
+        return RecordChunks(out)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while True:
@@ -348,17 +350,18 @@ class PartitionRecords:
                 return
             yield from chunk
 
-    def _hand_out(self, out: list[ConsumerRecord], max_records: int | None) -> None:
+    def _hand_out(self, out: list[RecordColumns], wanted: int) -> int:
+        """Move up to ``wanted`` (all if negative) records of the current batch to ``out``; returns how many."""
+        current = self._current
         start = self._index
-        stop = len(self._current) if max_records is None else min(len(self._current),
-                                                                   start + max_records - len(out))
-        out.extend(self._current[start:stop] if start or stop < len(self._current) else self._current)
+        stop = len(current) if wanted < 0 else min(len(current), start + wanted)
+        out.append(current[start:stop] if start or stop < len(current) else current)
         self._index = stop
-        last = self._current[stop - 1]
-        self.position = last.offset + 1
-        self.position_leader_epoch = last.leader_epoch
-        if stop == len(self._current):
+        self.position = current.offsets[stop - 1] + 1
+        self.position_leader_epoch = current.leader_epoch
+        if stop == len(current):
             self.position = max(self.position, self._current_next)
+        return stop - start
 
     def _load_next_batch(self) -> bool:
         """Decode the next batch that has records for us; False at the end or on an error."""
@@ -379,11 +382,11 @@ class PartitionRecords:
         self._done = True
         return False
 
-    def _records_of(self, batch: RecordBatch) -> list[ConsumerRecord]:
+    def _records_of(self, batch: RecordBatch) -> RecordColumns | None:
         if self._transactions is not None and self._transactions.should_skip(batch):
-            return []
+            return None
         if batch.is_control or batch.next_offset <= self.position:
-            return []
+            return None
         return batch.records(self.position)
 
 
@@ -395,7 +398,7 @@ def decode_records(data: Buffer, topic: str, partition: int, fetch_offset: int =
     reader = PartitionRecords(topic, partition, data, fetch_offset, check_crcs=check_crcs,
                               read_committed=read_committed, aborted_transactions=aborted_transactions,
                               max_decompressed_bytes=max_decompressed_bytes)
-    records = reader.take()
+    records = list(reader.take())
     if reader.error is not None:
         raise reader.error
     return records

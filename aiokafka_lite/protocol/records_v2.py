@@ -1,7 +1,8 @@
 """RecordBatch magic v2: the header layout and the per-record decode loop (the client's hot path).
 
 The record loop is written for CPython speed, not beauty: one function, locals only, varints
-decoded inline for the one-byte case, keys and values sliced straight out of a ``bytes`` object.
+decoded inline for the one- and two-byte cases, keys and values sliced straight out of a ``bytes``
+object into columns (see record_columns: no tuple per record until the caller iterates).
 Bounds are not checked field by field: an ``IndexError`` from reading past the end, or a record
 that does not end where its length said, becomes one ``CorruptRecordError``.
 """
@@ -9,10 +10,12 @@ that does not end where its length said, becomes one ``CorruptRecordError``.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from itertools import pairwise
 from typing import NamedTuple
 
 from aiokafka_lite.errors import CorruptRecordError
-from aiokafka_lite.structs import ConsumerRecord
+from aiokafka_lite.protocol.record_columns import Headers, RecordColumns
 
 # baseOffset, batchLength | partitionLeaderEpoch, magic, crc | attributes ... recordsCount
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -28,11 +31,12 @@ CONTROL_BIT = 0x20
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 
-# Zigzag-decoded values of every one-byte and two-byte varint, so the hot loop only indexes.
+# Zigzag-decoded values of every one-byte and two-byte varint, so the hot loop only indexes:
+# _ZIGZAG[b] for one byte b < 0x80; _ZIGZAG2[(c << 7) + b] for b >= 0x80 followed by c < 0x80
+# (the first 0x80 entries are never used: they keep the index free of a subtraction).
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(128))
-_ZIGZAG2 = tuple((u >> 1) ^ -(u & 1) for u in range(1 << 14))
-_NO_HEADERS: tuple[tuple[str, bytes | None], ...] = ()
-_new_tuple = tuple.__new__
+_ZIGZAG2 = (0,) * 0x80 + tuple((u >> 1) ^ -(u & 1) for u in range(1 << 14))
+_NO_HEADERS: Headers = ()
 
 
 class BatchHeader(NamedTuple):
@@ -69,114 +73,143 @@ def read_varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def decode_records(buf: bytes, pos: int, end: int, header: BatchHeader, min_offset: int,
-                   topic: str, partition: int) -> list[ConsumerRecord]:
+                   topic: str, partition: int) -> RecordColumns:
     """Decode the records of one batch in ``buf[pos:end]``, keeping offsets >= ``min_offset``."""
     try:
-        records = _record_loop(buf, pos, end, header, min_offset, topic, partition)
+        columns = _record_loop(buf, pos, end, header, topic, partition)
     except (IndexError, UnicodeDecodeError) as exc:
         raise CorruptRecordError(f"record data is truncated or malformed ({exc})") from exc
-    return records
+    return columns.from_offset(min_offset)
 
 
-def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, min_offset: int,
-                 topic: str, partition: int) -> list[ConsumerRecord]:
+def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str,
+                 partition: int) -> RecordColumns:
     zz = _ZIGZAG
     zz2 = _ZIGZAG2
     slow = read_varint_slow
-    new = _new_tuple
-    record_cls = ConsumerRecord
-    no_headers = _NO_HEADERS
-    base_offset = header.base_offset
+    count = header.records_count
     base_ts = header.base_timestamp
     log_append = bool(header.attributes & TIMESTAMP_TYPE_BIT)
-    ts_type = 1 if log_append else 0
-    max_ts = header.max_timestamp
-    epoch: int | None = header.partition_leader_epoch
-    if epoch == -1:
-        epoch = None
-    out: list[ConsumerRecord] = []
-    append = out.append
+    timestamps: list[int] = []
+    add_timestamp = timestamps.append
+    keys: list[bytes | None] = []
+    add_key = keys.append
+    values: list[bytes | None] = []
+    add_value = values.append
+    deltas: list[int] | None = None  # offset deltas, kept only once one is not its record's index
+    headers: dict[int, Headers] = {}
     # A records_count larger than the data ends in IndexError or in the final pos != end check.
-    for _ in range(header.records_count):
+    for index in range(count):
         b = buf[pos]
         if b < 0x80:
             length = zz[b]
             pos += 1
-        elif buf[pos + 1] < 0x80:
-            length = zz2[b + (buf[pos + 1] << 7) - 0x80]
-            pos += 2
         else:
-            length, pos = slow(buf, pos)
+            c = buf[pos + 1]
+            if c < 0x80:
+                length = zz2[(c << 7) + b]
+                pos += 2
+            else:
+                length, pos = slow(buf, pos)
         record_end = pos + length
         pos += 1  # record attributes: unused in v2
         b = buf[pos]
         if b < 0x80:
             ts_delta = zz[b]
             pos += 1
-        elif buf[pos + 1] < 0x80:
-            ts_delta = zz2[b + (buf[pos + 1] << 7) - 0x80]
-            pos += 2
         else:
-            ts_delta, pos = slow(buf, pos)
+            c = buf[pos + 1]
+            if c < 0x80:
+                ts_delta = zz2[(c << 7) + b]
+                pos += 2
+            else:
+                ts_delta, pos = slow(buf, pos)
+        add_timestamp(base_ts + ts_delta)
         b = buf[pos]
         if b < 0x80:
             offset_delta = zz[b]
             pos += 1
-        elif buf[pos + 1] < 0x80:
-            offset_delta = zz2[b + (buf[pos + 1] << 7) - 0x80]
-            pos += 2
         else:
-            offset_delta, pos = slow(buf, pos)
+            c = buf[pos + 1]
+            if c < 0x80:
+                offset_delta = zz2[(c << 7) + b]
+                pos += 2
+            else:
+                offset_delta, pos = slow(buf, pos)
+        if offset_delta != index or deltas is not None:
+            if deltas is None:
+                deltas = list(range(index))
+            deltas.append(offset_delta)
         b = buf[pos]
         if b < 0x80:
             size = zz[b]
             pos += 1
-        elif buf[pos + 1] < 0x80:
-            size = zz2[b + (buf[pos + 1] << 7) - 0x80]
-            pos += 2
         else:
-            size, pos = slow(buf, pos)
+            c = buf[pos + 1]
+            if c < 0x80:
+                size = zz2[(c << 7) + b]
+                pos += 2
+            else:
+                size, pos = slow(buf, pos)
         if size >= 0:
-            key: bytes | None = buf[pos:pos + size]
+            add_key(buf[pos:pos + size])
             pos += size
         elif size == -1:
-            key = None
+            add_key(None)
         else:
             raise CorruptRecordError(f"negative key length {size}")
         b = buf[pos]
         if b < 0x80:
             size = zz[b]
             pos += 1
-        elif buf[pos + 1] < 0x80:
-            size = zz2[b + (buf[pos + 1] << 7) - 0x80]
-            pos += 2
         else:
-            size, pos = slow(buf, pos)
+            c = buf[pos + 1]
+            if c < 0x80:
+                size = zz2[(c << 7) + b]
+                pos += 2
+            else:
+                size, pos = slow(buf, pos)
         if size >= 0:
-            value: bytes | None = buf[pos:pos + size]
+            add_value(buf[pos:pos + size])
             pos += size
         elif size == -1:
-            value = None
+            add_value(None)
         else:
             raise CorruptRecordError(f"negative value length {size}")
-        b = buf[pos]
-        if b == 0:
-            headers = no_headers
+        if buf[pos] == 0:
             pos += 1
         else:
-            headers, pos = _read_headers(buf, pos)
+            headers[index], pos = _read_headers(buf, pos)
         if pos != record_end:
             raise CorruptRecordError(f"record length {length} does not match its contents")
-        offset = base_offset + offset_delta
-        if offset >= min_offset:
-            append(new(record_cls, (topic, partition, offset, max_ts if log_append else base_ts + ts_delta,
-                                    ts_type, key, value, headers, epoch)))
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left over after the batch's last record")
-    return out
+    if log_append:  # the broker's time, the same for every record
+        timestamps = [header.max_timestamp] * count
+    return RecordColumns(topic, partition, _offsets(header.base_offset, count, deltas), timestamps,
+                         1 if log_append else 0, keys, values, _headers_column(headers, count),
+                         _leader_epoch(header.partition_leader_epoch))
 
 
-def _read_headers(buf: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+def _offsets(base_offset: int, count: int, deltas: list[int] | None) -> Sequence[int]:
+    if deltas is None:
+        return range(base_offset, base_offset + count)
+    if any(later <= earlier for earlier, later in pairwise(deltas)):
+        raise CorruptRecordError("offset deltas do not ascend")
+    return [base_offset + delta for delta in deltas]
+
+
+def _headers_column(found: dict[int, Headers], count: int) -> list[Headers] | None:
+    if not found:
+        return None
+    return [found.get(index, _NO_HEADERS) for index in range(count)]
+
+
+def _leader_epoch(epoch: int) -> int | None:
+    return None if epoch == -1 else epoch
+
+
+def _read_headers(buf: bytes, pos: int) -> tuple[Headers, int]:
     count, pos = read_varint(buf, pos)
     if count < 0:
         raise CorruptRecordError(f"negative header count {count}")
