@@ -31,11 +31,11 @@ CONTROL_BIT = 0x20
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 
-# Zigzag-decoded values of every one-byte and two-byte varint, so the hot loop only indexes:
-# _ZIGZAG[b] for one byte b < 0x80; _ZIGZAG2[(c << 7) + b] for b >= 0x80 followed by c < 0x80
-# (the first 0x80 entries are never used: they keep the index free of a subtraction).
+# Zigzag-decoded values of every one-byte and two-byte varint, so the hot loop only indexes
+# (a shift or an add on ints costs more than a tuple index in CPython): _ZIGZAG[b] for one byte
+# b < 0x80; _ZIGZAG2[c][b] for b >= 0x80 followed by c < 0x80 (entries b < 0x80 are unused).
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(128))
-_ZIGZAG2 = (0,) * 0x80 + tuple((u >> 1) ^ -(u & 1) for u in range(1 << 14))
+_ZIGZAG2 = tuple(tuple(((u := (c << 7) + (b & 0x7F)) >> 1) ^ -(u & 1) for b in range(256)) for c in range(128))
 _NO_HEADERS: Headers = ()
 
 
@@ -107,7 +107,7 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
         else:
             c = buf[pos + 1]
             if c < 0x80:
-                length = zz2[(c << 7) + b]
+                length = zz2[c][b]
                 pos += 2
             else:
                 length, pos = slow(buf, pos)
@@ -120,7 +120,7 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
         else:
             c = buf[pos + 1]
             if c < 0x80:
-                ts_delta = zz2[(c << 7) + b]
+                ts_delta = zz2[c][b]
                 pos += 2
             else:
                 ts_delta, pos = slow(buf, pos)
@@ -132,7 +132,7 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
         else:
             c = buf[pos + 1]
             if c < 0x80:
-                offset_delta = zz2[(c << 7) + b]
+                offset_delta = zz2[c][b]
                 pos += 2
             else:
                 offset_delta, pos = slow(buf, pos)
@@ -147,7 +147,7 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
         else:
             c = buf[pos + 1]
             if c < 0x80:
-                size = zz2[(c << 7) + b]
+                size = zz2[c][b]
                 pos += 2
             else:
                 size, pos = slow(buf, pos)
@@ -165,7 +165,7 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
         else:
             c = buf[pos + 1]
             if c < 0x80:
-                size = zz2[(c << 7) + b]
+                size = zz2[c][b]
                 pos += 2
             else:
                 size, pos = slow(buf, pos)
