@@ -36,6 +36,9 @@ CONTROL_COMMIT = 1
 # b < 0x80; _ZIGZAG2[c][b] for b >= 0x80 followed by c < 0x80 (entries b < 0x80 are unused).
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 _ZIGZAG2 = tuple(tuple(((u := (c << 7) + (b & 0x7F)) >> 1) ^ -(u & 1) for b in range(256)) for c in range(128))
+# A record's length varint read as the distance from its first byte to the record's end.
+_RECORD_END1 = tuple(v + 1 for v in _ZIGZAG)
+_RECORD_END2 = tuple(tuple(v + 2 for v in row) for row in _ZIGZAG2)
 _NO_HEADERS: Headers = ()
 
 
@@ -86,6 +89,8 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
                  partition: int) -> RecordColumns:
     zz = _ZIGZAG
     zz2 = _ZIGZAG2
+    end1 = _RECORD_END1
+    end2 = _RECORD_END2
     slow = read_varint_slow
     count = header.records_count
     base_ts = header.base_timestamp
@@ -100,19 +105,20 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
     headers: dict[int, Headers] = {}
     # A records_count larger than the data ends in IndexError or in the final pos != end check.
     for index in range(count):
+        # The record's end, and pos moved past its length and its (unused) attributes byte.
         b = buf[pos]
         if b < 0x80:
-            length = zz[b]
-            pos += 1
+            record_end = pos + end1[b]
+            pos += 2
         else:
             c = buf[pos + 1]
             if c < 0x80:
-                length = zz2[c][b]
-                pos += 2
+                record_end = pos + end2[c][b]
+                pos += 3
             else:
                 length, pos = slow(buf, pos)
-        record_end = pos + length
-        pos += 1  # record attributes: unused in v2
+                record_end = pos + length
+                pos += 1
         b = buf[pos]
         if b < 0x80:
             ts_delta = zz[b]
@@ -181,7 +187,7 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
         else:
             headers[index], pos = _read_headers(buf, pos)
         if pos != record_end:
-            raise CorruptRecordError(f"record length {length} does not match its contents")
+            raise CorruptRecordError(f"record {index} of the batch does not end where its length says")
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left over after the batch's last record")
     if log_append:  # the broker's time, the same for every record

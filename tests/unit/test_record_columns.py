@@ -89,3 +89,12 @@ def test_a_held_poll_result_holds_no_gc_tracked_object_per_record() -> None:
     grown = len(gc.get_objects()) - before
     assert len(held) == 10_000
     assert grown < 200, f"{grown} tracked objects for 10,000 records"
+
+
+@pytest.mark.parametrize("length_byte", [0x10, 0x14])  # 8 and 10 for a record of 9 bytes
+def test_a_record_length_that_disagrees_with_its_fields_is_corrupt(length_byte: int) -> None:
+    data = bytearray(build_record_batch([RecordSpec(None, b"abc"), RecordSpec(None, b"def")]))
+    assert data[61] == 0x12  # the first record's length, 9, zigzag-encoded
+    data[61] = length_byte
+    with pytest.raises(CorruptRecordError, match="does not end where its length says"):
+        decode_records(bytes(data), "t", 0, check_crcs=False)
