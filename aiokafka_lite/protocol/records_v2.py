@@ -147,23 +147,28 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
                 deltas = list(range(index))
             deltas.append(offset_delta)
         b = buf[pos]
-        if b < 0x80:
-            size = zz[b]
+        if b == 1:  # key length -1: no key (the common case on unkeyed topics)
+            add_key(None)
             pos += 1
         else:
-            c = buf[pos + 1]
-            if c < 0x80:
-                size = zz2[c][b]
-                pos += 2
+            if b < 0x80:
+                size = zz[b]
+                pos += 1
             else:
-                size, pos = slow(buf, pos)
-        if size >= 0:
-            add_key(buf[pos:pos + size])
-            pos += size
-        elif size == -1:
-            add_key(None)
-        else:
-            raise CorruptRecordError(f"negative key length {size}")
+                c = buf[pos + 1]
+                if c < 0x80:
+                    size = zz2[c][b]
+                    pos += 2
+                else:
+                    size, pos = slow(buf, pos)
+            if size >= 0:
+                stop = pos + size
+                add_key(buf[pos:stop])
+                pos = stop
+            elif size == -1:  # an overlong encoding of -1
+                add_key(None)
+            else:
+                raise CorruptRecordError(f"negative key length {size}")
         b = buf[pos]
         if b < 0x80:
             size = zz[b]
@@ -176,8 +181,9 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
             else:
                 size, pos = slow(buf, pos)
         if size >= 0:
-            add_value(buf[pos:pos + size])
-            pos += size
+            stop = pos + size
+            add_value(buf[pos:stop])
+            pos = stop
         elif size == -1:
             add_value(None)
         else:

@@ -98,3 +98,12 @@ def test_a_record_length_that_disagrees_with_its_fields_is_corrupt(length_byte: 
     data[61] = length_byte
     with pytest.raises(CorruptRecordError, match="does not end where its length says"):
         decode_records(bytes(data), "t", 0, check_crcs=False)
+
+
+def test_an_overlong_null_key_length_still_means_no_key() -> None:
+    data = bytearray(build_record_batch([RecordSpec(None, b"x")]))
+    assert data[61:] == bytes([0x0E, 0, 0, 0, 0x01, 0x02]) + b"x\x00"
+    data[61:] = bytes([0x10, 0, 0, 0, 0x81, 0x00, 0x02]) + b"x\x00"  # -1 in two varint bytes
+    data[8:12] = (int.from_bytes(data[8:12], "big") + 1).to_bytes(4, "big")  # batchLength
+    [record] = decode_records(bytes(data), "t", 0, check_crcs=False)
+    assert (record.key, record.value) == (None, b"x")
