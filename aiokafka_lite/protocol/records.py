@@ -117,8 +117,7 @@ class RecordBatch:
 
     @property
     def leader_epoch(self) -> int | None:
-        epoch = self.header.partition_leader_epoch
-        return None if epoch == -1 else epoch
+        return records_v2.leader_epoch(self.header)
 
     def validate_crc(self) -> None:
         """Raise CorruptRecordError unless the stored checksum matches the bytes."""

@@ -200,7 +200,7 @@ def _record_loop(buf: bytes, pos: int, end: int, header: BatchHeader, topic: str
         timestamps = [header.max_timestamp] * count
     return RecordColumns(topic, partition, _offsets(header.base_offset, count, deltas), timestamps,
                          1 if log_append else 0, keys, values, _headers_column(headers, count),
-                         _leader_epoch(header.partition_leader_epoch))
+                         leader_epoch(header))
 
 
 def _offsets(base_offset: int, count: int, deltas: list[int] | None) -> Sequence[int]:
@@ -217,7 +217,9 @@ def _headers_column(found: dict[int, Headers], count: int) -> list[Headers] | No
     return [found.get(index, _NO_HEADERS) for index in range(count)]
 
 
-def _leader_epoch(epoch: int) -> int | None:
+def leader_epoch(header: BatchHeader) -> int | None:
+    """The batch's partition leader epoch, or None when the batch carries none (-1)."""
+    epoch = header.partition_leader_epoch
     return None if epoch == -1 else epoch
 
 
