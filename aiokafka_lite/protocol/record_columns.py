@@ -97,21 +97,17 @@ class RecordColumns(Sequence[ConsumerRecord]):
 class RecordChunks(Sequence[ConsumerRecord]):
     """Several RecordColumns of one partition read as one sequence (what poll() holds per partition)."""
 
-    __slots__ = ("_chunks", "_flat")
+    __slots__ = ("_flat", "chunks")
 
     def __init__(self, chunks: list[RecordColumns]) -> None:
-        self._chunks = chunks
+        self.chunks = chunks
         self._flat: list[ConsumerRecord] | None = None
 
-    @property
-    def chunks(self) -> list[RecordColumns]:
-        return self._chunks
-
     def __len__(self) -> int:
-        return sum(map(len, self._chunks))
+        return sum(map(len, self.chunks))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
-        return chain.from_iterable(self._chunks)
+        return chain.from_iterable(self.chunks)
 
     @overload
     def __getitem__(self, index: int) -> ConsumerRecord: ...
@@ -125,4 +121,4 @@ class RecordChunks(Sequence[ConsumerRecord]):
         return self._flat[index]
 
     def __repr__(self) -> str:
-        return f"RecordChunks({len(self)} records in {len(self._chunks)} chunks)"
+        return f"RecordChunks({len(self)} records in {len(self.chunks)} chunks)"
