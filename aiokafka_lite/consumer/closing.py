@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import KafkaError
 from .listener import call_listener
+from .membership import State
+from .subscription import SubscriptionType
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -23,21 +25,31 @@ async def close_gracefully(consumer: Consumer, timeout: float | None) -> None:
         return
     try:
         async with asyncio.timeout(timeout):
-            join = consumer._join_task
-            if join is not None and not join.done():
-                # A JoinGroup may be in flight on the coordinator connection, and a broker answers
-                # one connection's requests in order: LeaveGroup would wait behind it. Start over
-                # on a fresh connection.
-                await _cancel(join)
-                consumer._cluster_or_fail().mark_coordinator_dead(group.group_id, "closing mid-join")
-            consumer._join_task = None
+            step = consumer._rebalance_task
+            if step is not None and not step.done():
+                # close() is what cancels a rebalance step, listener callbacks included.
+                in_flight = group.membership.state in (State.JOINING, State.SYNCING)
+                await _cancel(step)
+                if in_flight:
+                    # A JoinGroup may be in flight on the coordinator connection, and a broker
+                    # answers one connection's requests in order: LeaveGroup would wait behind
+                    # it. Start over on a fresh connection.
+                    consumer._cluster_or_fail().mark_coordinator_dead(group.group_id, "closing mid-join")
+            consumer._rebalance_task = None
             owned = consumer._subscription.assigned()
-            if group.membership.is_stable and owned and consumer._subscription.uses_group:
-                if consumer.config.enable_auto_commit:
-                    offsets = consumer._offsets_to_commit(None)
-                    if offsets:
-                        await group.commit(offsets, None)
-                await call_listener(consumer._listener.on_partitions_revoked, owned, "on_partitions_revoked")
+            member = group.membership.is_stable and consumer._subscription.uses_group
+            standalone = consumer._subscription.type is SubscriptionType.MANUAL
+            offsets = consumer._offsets_to_commit(None)
+            if owned and (member or standalone) and consumer.config.enable_auto_commit and offsets:
+                await consumer.queue_commit(offsets)  # after every commit made before it
+            await consumer.drain_commits()  # commits made earlier land before the member leaves
+            if owned and member:
+                consumer.revoking_on_close(True)
+                try:
+                    await call_listener(consumer._listener.on_partitions_revoked, owned, "on_partitions_revoked")
+                    await consumer.drain_commits()  # and so do the listener's own commit_async calls
+                finally:
+                    consumer.revoking_on_close(False)
             if consumer._liveness is not None:
                 await consumer._liveness.stop()
             await group.leave("the consumer is being closed", timeout=None)
@@ -49,8 +61,11 @@ async def close_gracefully(consumer: Consumer, timeout: float | None) -> None:
 
 async def close_by_force(consumer: Consumer) -> None:
     """Cancel and await every task the consumer owns, close every connection."""
-    await _cancel(consumer._join_task)
-    consumer._join_task = None
+    await _cancel(consumer._start_task)
+    await _cancel(consumer._rebalance_task)
+    consumer._rebalance_task = None
+    for commit in consumer.pending_commits():
+        await _cancel(commit)
     if consumer._liveness is not None:
         await consumer._liveness.stop()
     await consumer._stall.stop()
@@ -62,7 +77,7 @@ async def close_by_force(consumer: Consumer) -> None:
         await consumer._cluster.close()
 
 
-async def _cancel(fut: asyncio.Future[object] | None) -> None:
+async def _cancel(fut: asyncio.Future[Any] | None) -> None:
     if fut is None or fut.done():
         if fut is not None and not fut.cancelled():
             fut.exception()  # retrieved, so asyncio does not log "exception never retrieved"

@@ -4,13 +4,14 @@ background tasks, and closes them. Every awaitable method is bounded (KIP-266)."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from .._net.cluster import Cluster
@@ -26,6 +27,7 @@ from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, Offset
 from ._bounded import DEFAULT, Timeout, bounded, resolve_timeout
 from .background import LivenessTasks
 from .closing import close_by_force, close_gracefully
+from .commit_order import CommitQueue
 from .fetcher import Fetcher
 from .group import GroupCoordinator
 from .heartbeat_thread import HeartbeatThread
@@ -66,18 +68,22 @@ class Consumer:
         self._offsets: OffsetLookup | None = None
         self._group: GroupCoordinator | None = None
         self._liveness: LivenessTasks | HeartbeatThread | None = None
-        self._join_task: asyncio.Task[Any] | None = None
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._poll_clock_paused = False  # a listener callback runs: its time counts (KIP-62)
         self._side_tasks: set[asyncio.Future[Any]] = set()
+        self._commits = CommitQueue()
         self._timers = LivenessTimers(config.session_timeout, config.heartbeat_interval,
                                       config.max_poll_interval, config.retry_backoff)
         # The poll clock is shared with the heartbeat thread in heartbeat_mode="thread". Liveness
         # clocks read time.monotonic() in both modes (the thread cannot read the loop's clock).
         self._timers_lock = threading.Lock()
         self._stall = StallMonitor(config.session_timeout, config.stall_warning_ratio, config.heartbeat_mode)
-        self._start_lock: asyncio.Lock | None = None
+        self._start_task: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
+        self._revoking_on_close = False
         self._close_task: asyncio.Task[None] | None = None
+        self._graceful_close: asyncio.Task[None] | None = None
         self._iter_buffer: deque[ConsumerRecord] = deque()
         self._next_auto_commit = 0.0
         self._polls = 0
@@ -88,63 +94,89 @@ class Consumer:
     # ------------------------------------------------------------ life cycle
 
     async def __aenter__(self) -> Consumer:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()  # a failed `async with` leaves nothing running
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def start(self, timeout: Timeout = DEFAULT) -> None:
-        """Connect to the cluster (bounded by the timeout). Called by `async with` and lazily by poll()."""
+        """Connect to the cluster (bounded by the timeout). Called by `async with` and lazily by
+        every other call, within that call's own timeout. An attempt that outlasts its caller's
+        timeout goes on as a task the consumer owns; the next call waits for it, close() cancels it."""
         self._check_open()
+        await bounded(self._ensure_started(), resolve_timeout(timeout, self.config),
+                      "connecting to the bootstrap servers")
+
+    async def _ensure_started(self) -> None:
         if self._started:
             return
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
-        async with self._start_lock:
-            if self._started:
-                return
-            cluster = make_cluster(self.config)
-            try:
-                await bounded(cluster.bootstrap(timeout=None), resolve_timeout(timeout, self.config),
-                              "connecting to the bootstrap servers")
-            except BaseException:
-                await cluster.close()
-                raise
-            self._cluster = cluster
-            self._fetcher = make_fetcher(self.config, cluster, self._subscription)
-            self._offsets = make_offset_lookup(self.config, cluster)
-            if self.config.group_id is not None:
-                self._group = GroupCoordinator(cluster, self.config)
-                self._group.on_rejoin_needed = self._fetcher.wake
-                if self.config.heartbeat_mode == "thread":
-                    self._liveness = HeartbeatThread(self._group, self._timers, self._timers_lock, cluster.options)
-                else:
-                    self._liveness = LivenessTasks(self._group, self._timers, time.monotonic)
-            self._stall.start()
-            self._started = True
+        task = self._start_task
+        if task is None or task.done():
+            if task is not None and not task.cancelled():
+                task.exception()  # a failed attempt: retrieved here, and tried again below
+            task = self._start_task = asyncio.create_task(self._start_once(), name="aiokafka-lite start")
+        # Shielded: a caller whose deadline lapses stops waiting; the attempt goes on for the next.
+        await asyncio.shield(task)
+
+    async def _start_once(self) -> None:
+        cluster = make_cluster(self.config)
+        try:
+            await cluster.bootstrap(timeout=None)  # bounded by each caller waiting for it
+        except BaseException:
+            await cluster.close()
+            raise
+        self._cluster = cluster
+        self._fetcher = make_fetcher(self.config, cluster, self._subscription)
+        self._offsets = make_offset_lookup(self.config, cluster)
+        if self.config.group_id is not None:
+            self._group = GroupCoordinator(cluster, self.config)
+            self._group.on_rejoin_needed = self._fetcher.wake
+            if self.config.heartbeat_mode == "thread":
+                self._liveness = HeartbeatThread(self._group, self._timers, self._timers_lock, cluster.options)
+            else:
+                self._liveness = LivenessTasks(self._group, self._timers, time.monotonic)
+        self._stall.start()
+        self._started = True
 
     async def close(self, timeout: float | None = 30.0) -> None:
         """Commit (if auto-commit), revoke, LeaveGroup within the timeout, then close by force.
-        Idempotent: a second call waits for the first."""
+        Idempotent: a second call waits for the first, but no longer than its own timeout; then
+        it cuts the graceful part short and waits only for the forced part."""
         if self._close_task is None:
             self._closed = True
-            self._close_task = asyncio.create_task(self._close(timeout), name="aiokafka-lite close")
+            self._graceful_close = asyncio.create_task(close_gracefully(self, timeout),
+                                                       name="aiokafka-lite close (graceful)")
+            self._close_task = asyncio.create_task(self._close(self._graceful_close), name="aiokafka-lite close")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._close_task)
+                return
+        if self._graceful_close is not None:
+            self._graceful_close.cancel()
         await asyncio.shield(self._close_task)
 
-    async def _close(self, timeout: float | None) -> None:
+    async def _close(self, graceful: asyncio.Task[None]) -> None:
         try:
-            await close_gracefully(self, timeout)
+            await asyncio.wait({graceful})  # its cancellation (a shorter close()) is not ours
         finally:
             await close_by_force(self)
+        error = None if graceful.cancelled() else graceful.exception()
+        if error is not None:
+            raise error
 
     def _cluster_or_fail(self) -> Cluster:
         if self._cluster is None:
             raise IllegalStateError("the consumer is not started")
         return self._cluster
 
-    def _check_open(self) -> None:
-        if self._closed:
+    def _check_open(self, *, committing: bool = False) -> None:
+        # While close() revokes the partitions, the listener it calls may still commit (as in Java).
+        if self._closed and not (committing and self._revoking_on_close):
             raise ConsumerClosedError("the consumer is closed")
 
     def _raise_background_error(self) -> None:
@@ -152,10 +184,18 @@ class Consumer:
             raise self._liveness.fatal_error
 
     async def _ready(self) -> None:
+        """Started (lazily, within the caller's deadline) and no background error pending."""
         self._check_open()
-        if not self._started:
-            await self.start()
+        await self._ensure_started()
+        self._check_open()  # close() may have run while we waited
         self._raise_background_error()
+
+    async def _call(self, what: str, limit: float | None, work: Callable[[], Awaitable[T]]) -> T:
+        """One deadline for the whole call, connecting included (KIP-266)."""
+        async def ready_then_work() -> T:
+            await self._ready()
+            return await work()
+        return await bounded(ready_then_work(), limit, what)
 
     # ------------------------------------------------------------ subscription
 
@@ -211,11 +251,11 @@ class Consumer:
         # Checked before start(): a misuse must not cost a connection attempt.
         if not self._subscription.assigned() and self._subscription.type.value == "none":
             raise IllegalStateError("poll() before subscribe() or assign()")
-        await self._ready()
         self._stamp_poll()
         self._polls += 1
         try:
             async with asyncio.timeout(timeout):
+                await self._ready()  # connecting counts against this poll's timeout too
                 return await poll_once(self, limit)
         except TimeoutError:
             return ConsumerRecords()
@@ -224,8 +264,23 @@ class Consumer:
             self._stamp_poll()
 
     def _stamp_poll(self) -> None:
+        if self._poll_clock_paused:
+            return
         with self._timers_lock:
             self._timers.on_poll(time.monotonic())
+
+    def revoking_on_close(self, revoking: bool) -> None:
+        """close() calls on_partitions_revoked: the listener may commit meanwhile."""
+        self._revoking_on_close = revoking
+
+    def pause_poll_clock(self) -> None:
+        """A rebalance listener callback starts: poll() calls made meanwhile (which only wait for
+        the rebalance) do not restart the poll clock, so the callback's time counts toward
+        max_poll_interval_ms, as in Java where the callback runs inside poll()."""
+        self._poll_clock_paused = True
+
+    def resume_poll_clock(self) -> None:
+        self._poll_clock_paused = False
 
     async def run_blocking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run blocking or CPU-bound work in a worker thread, so the event loop (and with it the
@@ -251,27 +306,60 @@ class Consumer:
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      timeout: Timeout = DEFAULT) -> None:
-        """Commit the given offsets, or the offsets of every record handed out so far."""
-        self._check_open()
+        """Commit the given offsets, or the offsets of every record handed out so far. Returns
+        after every commit made before it (commit_async included) has completed, as in Java."""
+        self._check_open(committing=True)
         limit = resolve_timeout(timeout, self.config)
         self._check_group_id("commit()")
         to_commit = self._offsets_to_commit(offsets)
-        await self._ready()
-        group = self._require_group("commit()")
-        if to_commit:
-            await bounded(self._retry_on_connection(lambda: group.commit(to_commit, None)), limit, "commit")
+        # The deadline covers connecting and the wait for earlier commits; on lapse the queued
+        # commit is cancelled.
+        await bounded(self.submit_commit(to_commit), limit, "commit")
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
                      | None = None) -> asyncio.Future[None]:
         """Start a commit; the future (and the callback, if any) get its outcome."""
-        self._check_open()
+        self._check_open(committing=True)
         self._check_group_id("commit_async()")
         to_commit = self._offsets_to_commit(offsets)
-        fut = self._spawn(self.commit(to_commit))
+        fut = self.submit_commit(to_commit, self.config.default_api_timeout)
+        fut.add_done_callback(_retrieve_outcome)
         if callback is not None:
             fut.add_done_callback(lambda f: callback(to_commit, None if f.cancelled() else f.exception()))
         return fut
+
+    def submit_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                      limit: float | None = None) -> asyncio.Task[None]:
+        """Queue a commit behind every earlier one (commit_order); `limit` bounds it once it runs."""
+        async def send() -> None:
+            # No open check here: a commit made before close() still lands (close drains them).
+            async def started_then_send() -> None:
+                await self._ensure_started()
+                self._raise_background_error()
+                await self._send_commit(offsets)
+            await bounded(started_then_send(), limit, "commit")
+        return self._commits.submit(send)
+
+    def queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
+        """The consumer's own commits (auto-commit, before a rebalance, at close), in the same
+        order as the user's; they run while the consumer is started (or closing)."""
+        return self._commits.submit(lambda: self._send_commit(offsets))
+
+    async def drain_commits(self) -> None:
+        await self._commits.drain()
+
+    def pending_commits(self) -> list[asyncio.Task[None]]:
+        return self._commits.pending()
+
+    async def _send_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        group = self._require_group("commit()")
+        if not offsets:
+            return
+        # A consumer that assigned its partitions by hand is no group member: it commits as a
+        # standalone consumer (generation -1, no member id), as in Java.
+        standalone = not self._subscription.uses_group
+        await self._retry_on_connection(lambda: group.commit(offsets, None, standalone=standalone))
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -340,11 +428,13 @@ class Consumer:
         targets = list(tps) or list(self._subscription.assigned())
         for tp in targets:
             self._subscription.state(tp)  # an unassigned partition is a misuse: raise before any change
-        await self._ready()
-        for tp in targets:
-            self._subscription.request_reset(tp, strategy)
-        assert self._offsets is not None
-        await bounded(self._offsets.reset_positions(self._subscription, None), limit, "seek")
+
+        async def reset() -> None:
+            for tp in targets:
+                self._subscription.request_reset(tp, strategy)
+            assert self._offsets is not None
+            await self._offsets.reset_positions(self._subscription, None)
+        await self._call("seek", limit, reset)
 
     def pause(self, *tps: TopicPartition) -> None:
         self._check_open()
@@ -362,13 +452,14 @@ class Consumer:
         self._check_open()
         limit = resolve_timeout(timeout, self.config)
         self._subscription.state(tp)  # raises for an unassigned partition
-        await self._ready()
-        state = self._subscription.state(tp)
-        if state.position is None:
-            await bounded(update_positions(self, [tp]), limit, "position")
-        position = self._subscription.state(tp).position
-        assert position is not None
-        return position
+
+        async def lookup() -> int:
+            if self._subscription.state(tp).position is None:
+                await update_positions(self, [tp])
+            position = self._subscription.state(tp).position
+            assert position is not None
+            return position
+        return await self._call("position", limit, lookup)
 
     async def committed(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -376,33 +467,28 @@ class Consumer:
         limit = resolve_timeout(timeout, self.config)
         self._check_group_id("committed()")
         wanted = _partitions_arg(tps, "committed()")
-        await self._ready()
-        group = self._require_group("committed()")
-        result: dict[TopicPartition, OffsetAndMetadata | None] = await bounded(
-            self._retry_on_connection(lambda: group.fetch_committed(wanted, None)), limit, "committed")
-        return result
+
+        async def fetch() -> dict[TopicPartition, OffsetAndMetadata | None]:
+            group = self._require_group("committed()")
+            result: dict[TopicPartition, OffsetAndMetadata | None] = await self._retry_on_connection(
+                lambda: group.fetch_committed(wanted, None))
+            return result
+        return await self._call("committed", limit, fetch)
 
     async def beginning_offsets(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                                 ) -> dict[TopicPartition, int]:
         self._check_open()
         limit = resolve_timeout(timeout, self.config)
         wanted = _partitions_arg(tps, "beginning_offsets()")
-        await self._ready()
-        assert self._offsets is not None
-        result: dict[TopicPartition, int] = await bounded(self._offsets.beginning_offsets(wanted, None),
-                                                          limit, "beginning_offsets")
-        return result
+        return await self._call("beginning_offsets", limit,
+                                lambda: self._offset_lookup().beginning_offsets(wanted, None))
 
     async def end_offsets(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                           ) -> dict[TopicPartition, int]:
         self._check_open()
         limit = resolve_timeout(timeout, self.config)
         wanted = _partitions_arg(tps, "end_offsets()")
-        await self._ready()
-        assert self._offsets is not None
-        result: dict[TopicPartition, int] = await bounded(self._offsets.end_offsets(wanted, None),
-                                                          limit, "end_offsets")
-        return result
+        return await self._call("end_offsets", limit, lambda: self._offset_lookup().end_offsets(wanted, None))
 
     async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int], timeout: Timeout = DEFAULT
                                 ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
@@ -411,12 +497,13 @@ class Consumer:
         self._check_open()
         limit = resolve_timeout(timeout, self.config)
         _partitions_arg(timestamps, "offsets_for_times()")
-        await self._ready()
-        assert self._offsets is not None
-        lookup = self._offsets.offsets_for_times(dict(timestamps), None)
-        result: dict[TopicPartition, OffsetAndTimestamp | None] = await bounded(lookup, limit,
-                                                                              "offsets_for_times")
-        return result
+        wanted = dict(timestamps)
+        return await self._call("offsets_for_times", limit,
+                                lambda: self._offset_lookup().offsets_for_times(wanted, None))
+
+    def _offset_lookup(self) -> OffsetLookup:
+        assert self._offsets is not None  # set by start(), which _call awaits first
+        return self._offsets
 
     async def partitions_for(self, topic: str, timeout: Timeout = DEFAULT) -> list[TopicPartition]:
         topics = await self._topics([topic], timeout)
@@ -428,16 +515,24 @@ class Consumer:
     async def _topics(self, names: list[str] | None, timeout: Timeout) -> dict[str, list[TopicPartition]]:
         self._check_open()
         limit = resolve_timeout(timeout, self.config)
-        await self._ready()
-        cluster = self._cluster
-        assert cluster is not None
-        await bounded(cluster.refresh_metadata(names, timeout=None), limit, "metadata")
-        wanted = names if names is not None else cluster.topics(exclude_internal=self.config.exclude_internal_topics)
-        return {t: [TopicPartition(t, p) for p in sorted(cluster.partitions_for(t) or ())] for t in wanted
-                if cluster.partitions_for(t)}
+
+        async def refresh() -> dict[str, list[TopicPartition]]:
+            cluster = self._cluster_or_fail()
+            await cluster.refresh_metadata(names, timeout=None)
+            wanted = names if names is not None else cluster.topics(
+                exclude_internal=self.config.exclude_internal_topics)
+            return {t: [TopicPartition(t, p) for p in sorted(cluster.partitions_for(t) or ())] for t in wanted
+                    if cluster.partitions_for(t)}
+        return await self._call("metadata", limit, refresh)
 
     def metrics(self) -> dict[str, Any]:
         return snapshot(self)
+
+
+def _retrieve_outcome(fut: asyncio.Future[None]) -> None:
+    """A background commit's error goes to its future and callback; logged here for people."""
+    if not fut.cancelled() and fut.exception() is not None:
+        log.info("commit_async failed: %s", fut.exception())
 
 
 def _partitions_arg(tps: Iterable[TopicPartition], what: str) -> list[TopicPartition]:

@@ -85,6 +85,10 @@ class GroupCoordinator:
         self.rebalances = 0
         self.last_rebalance_seconds: float | None = None
         self.lapse_reason: str | None = None  # why the member left on its own, for CommitFailedError
+        # Partition counts per topic when the assignment was made, as (generation, counts):
+        # the leader's for every topic it assigned, this member's for its subscription.
+        self._leader_counts: tuple[int, dict[str, int]] = (NO_GENERATION, {})
+        self._member_counts: tuple[int, dict[str, int]] = (NO_GENERATION, {})
         # Called when a background path finds that the member must rejoin: wakes a waiting poll().
         self.on_rejoin_needed: Callable[[], None] = lambda: None
 
@@ -203,6 +207,7 @@ class GroupCoordinator:
         all_topics = sorted({t for s in subscriptions.values() for t in s.topics})
         await self.cluster.refresh_metadata(all_topics, timeout=self.config.request_timeout)
         partitions = {t: len(self.cluster.partitions_for(t) or ()) for t in all_topics}
+        self._leader_counts = (self.membership.generation_id, partitions)
         result = assignor.assign(partitions, subscriptions)
         log.info("group %s: leader assigned %s with %s", self.group_id,
                  {mid: sorted(a.partitions()) for mid, a in result.items()}, protocol)
@@ -287,18 +292,41 @@ class GroupCoordinator:
             self.rejoin_reason = reason
             self.membership.handle(Event.REJOIN_NEEDED)
 
+    # ------------------------------------------------------------ partition counts
+
+    def remember_partition_counts(self, generation_id: int, counts: Mapping[str, int]) -> None:
+        self._member_counts = (generation_id, dict(counts))
+
+    def _current_snapshots(self) -> list[dict[str, int]]:
+        generation = self.membership.generation_id
+        return [counts for gen, counts in (self._leader_counts, self._member_counts)
+                if gen == generation and gen != NO_GENERATION]
+
+    def watched_topics(self) -> set[str]:
+        """Topics whose partition counts the current generation's assignment depends on."""
+        return {t for counts in self._current_snapshots() for t in counts}
+
+    def partition_count_changes(self, now: Mapping[str, int]) -> list[str]:
+        """Topics whose partition count differs from the current generation's snapshots (as in
+        Java, partitions added to a subscribed topic mean a new assignment)."""
+        return sorted({t for counts in self._current_snapshots() for t, n in counts.items()
+                       if t in now and now[t] != n})
+
     # ------------------------------------------------------------ offsets
 
-    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout: float | None) -> None:
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout: float | None,
+                     standalone: bool = False) -> None:
+        """OffsetCommit as the group member, or (standalone: partitions assigned by hand) as a
+        consumer outside the group, with no generation and no member id."""
         m = self.membership
-        generation = m.generation_if_stable()
+        generation = (NO_GENERATION, "") if standalone else m.generation_if_stable()
         if generation is None:
             raise CommitFailedError(self._stale_commit_reason())
         body = {
             "group_id": self.group_id,
             "generation_id_or_member_epoch": generation[0],
             "member_id": generation[1],
-            "group_instance_id": m.group_instance_id,
+            "group_instance_id": None if standalone else m.group_instance_id,
             "topics": _by_topic(offsets, lambda tp, om: {
                 "partition_index": tp.partition,
                 "committed_offset": om.offset,
@@ -311,7 +339,10 @@ class GroupCoordinator:
             codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]} - {NONE}
             if not codes:
                 return
-            self._commit_failed(codes, generation[0])
+            if standalone:
+                self._standalone_commit_failed(codes)
+            else:
+                self._commit_failed(codes, generation[0])
             await asyncio.sleep(self.config.retry_backoff)
 
     def _commit_failed(self, codes: set[int], generation_id: int) -> None:
@@ -335,6 +366,20 @@ class GroupCoordinator:
             if not is_retriable(code):
                 raise BrokerError(code, f"OffsetCommit for group {self.group_id!r}")
         # Every code is retriable: the caller's loop retries within its timeout.
+
+    def _standalone_commit_failed(self, codes: set[int]) -> None:
+        if codes & GENERATION_GONE:
+            # The broker takes commits without a generation only while the group has no members.
+            raise CommitFailedError(
+                f"commit failed: group {self.group_id!r} has active members, and a consumer that "
+                "assigns its partitions with assign() commits from outside the group, which Kafka "
+                "allows only while the group is empty. Give this consumer a group_id of its own, "
+                "or subscribe() to join the group."
+            )
+        for code in codes:
+            self.coordinator_error(code)
+            if not is_retriable(code):
+                raise BrokerError(code, f"OffsetCommit for group {self.group_id!r}")
 
     def _stale_commit_reason(self) -> str:
         why = self.lapse_reason or "the group rebalanced and this member's generation is no longer current"

@@ -1,4 +1,5 @@
-"""Rebalance listener: user callbacks that run in the poll path, in the caller's task."""
+"""Rebalance listener: user callbacks that run in the poll path, in the rebalance task the
+consumer owns (poll() starts it and waits for it; only close() cancels it: see rebalance.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ log = logging.getLogger("aiokafka_lite.consumer")
 
 
 class ConsumerRebalanceListener:
-    """Override any of these; each may be a plain function or a coroutine function."""
+    """Override any of these; each may be a plain function or a coroutine function.
+
+    Each callback runs exactly once per event, in the rebalance step that poll() starts and
+    waits for. A poll() whose timeout lapses while a callback runs returns empty and leaves the
+    callback running; the next poll() waits for it. Only close() cancels a running callback.
+    Heartbeats go on meanwhile, and the callback's time counts toward max_poll_interval_ms, as
+    in Java. A callback may commit (commit() or commit_async()), also when close() calls it.
+    An exception from a callback is raised from the poll() that waits for it."""
 
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any:
         """Called before a rebalance takes partitions away; commit progress here."""

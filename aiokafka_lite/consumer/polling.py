@@ -1,16 +1,15 @@
 """The poll path (caller's task): rejoin if needed -> positions -> hand out buffered records ->
-top up fetches. Rebalance listener callbacks run here, in the caller's task, as in Java."""
+top up fetches. The rebalance step (with the listener callbacks) is a task the consumer owns,
+which poll() waits for: see rebalance.py."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING
 
-from ..errors import KafkaError
 from ..structs import ConsumerRecords, TopicPartition
-from .listener import call_listener
+from .rebalance import check_partition_counts, ensure_group, match_pattern, topics_to_refresh
 from .subscription import SubscriptionType
 
 if TYPE_CHECKING:
@@ -35,7 +34,7 @@ async def poll_once(consumer: Consumer, max_records: int) -> ConsumerRecords:
             await ensure_group(consumer)
             if consumer.config.heartbeat_mode == "thread" and consumer._liveness is not None:
                 consumer._liveness.poke()  # keep the heartbeat thread's identity snapshot current
-            maybe_auto_commit(consumer)
+        maybe_auto_commit(consumer)
         await update_positions(consumer, None)
         await refresh_metadata_if_needed(consumer)
         records = fetcher.fetched_records(max_records)
@@ -51,89 +50,21 @@ def _wait_slice(consumer: Consumer) -> float:
     return min(consumer.config.heartbeat_interval, consumer.config.max_poll_interval / 2)
 
 
-async def ensure_group(consumer: Consumer) -> None:
-    """Rejoin when needed. The join itself runs as an owned task: a poll timeout that lapses
-    mid-rebalance leaves it running for the next poll instead of cancelling it."""
-    group = consumer._group
-    assert group is not None
-    if consumer._join_task is None and group.needs_join:
-        await _prepare_rejoin(consumer)
-        topics = frozenset(consumer._subscription.topics)
-        consumer._join_task = asyncio.create_task(group.join(topics), name="aiokafka-lite join")
-    task = consumer._join_task
-    if task is None:
-        return
-    await asyncio.wait({task})
-    consumer._check_open()  # close() cancelled the join: not the caller's cancellation
-    consumer._join_task = None
-    assignment = task.result()  # a fatal join error propagates to poll()'s caller
-    subscribed = consumer._subscription.topics
-    partitions = {tp for tp in assignment.partitions if tp.topic in subscribed}
-    consumer._subscription.set_assignment(partitions)
-    loop = asyncio.get_running_loop()
-    with consumer._timers_lock:
-        consumer._timers.on_join(time.monotonic())
-    group.lapse_reason = None
-    liveness = consumer._liveness
-    assert liveness is not None
-    liveness.start()
-    liveness.poke()
-    consumer._next_auto_commit = loop.time() + consumer.config.auto_commit_interval
-    log.info("group %s: generation %d, assigned %s", group.group_id, assignment.generation_id,
-             sorted(partitions))
-    await call_listener(consumer._listener.on_partitions_assigned, partitions, "on_partitions_assigned")
-
-
-async def _prepare_rejoin(consumer: Consumer) -> None:
-    """Eager protocol: give up every owned partition before JoinGroup, committing first when
-    the generation is still valid; lost partitions (member removed) are not committed."""
-    group = consumer._group
-    assert group is not None
-    owned = consumer._subscription.assigned()
-    if consumer._subscription.type is SubscriptionType.PATTERN:
-        await _match_pattern(consumer)
-    if not owned:
-        return
-    try:
-        if group.partitions_lost:
-            await call_listener(consumer._listener.on_partitions_lost, owned, "on_partitions_lost")
-        else:
-            if consumer.config.enable_auto_commit:
-                await _commit_quietly(consumer)
-            await call_listener(consumer._listener.on_partitions_revoked, owned, "on_partitions_revoked")
-    except Exception:
-        # Given up even when the listener raised (its error goes to poll()'s caller), so the next
-        # poll() joins instead of revoking the same partitions again. A cancelled poll keeps them:
-        # the next poll() runs the revocation again.
-        consumer._subscription.set_assignment(())
-        raise
-    consumer._subscription.set_assignment(())
-
-
-async def _commit_quietly(consumer: Consumer) -> None:
-    group = consumer._group
-    assert group is not None
-    offsets = consumer._offsets_to_commit(None)
-    if not offsets or not group.membership.is_stable:
-        return
-    try:
-        await group.commit(offsets, None)
-    except KafkaError as exc:
-        log.warning("group %s: auto-commit before rebalance failed: %s", group.group_id, exc)
-
-
 def maybe_auto_commit(consumer: Consumer) -> None:
-    """Commit what previous polls handed out, every auto_commit_interval_ms, in the background."""
+    """Commit what previous polls handed out, every auto_commit_interval_ms, in the background
+    (queued behind earlier commits)."""
     group = consumer._group
-    if not consumer.config.enable_auto_commit or group is None or not group.membership.is_stable:
+    if not consumer.config.enable_auto_commit or group is None:
         return
+    if consumer._subscription.uses_group and not group.membership.is_stable:
+        return  # partitions assigned by hand are committed as a standalone consumer
     now = asyncio.get_running_loop().time()
     if now < consumer._next_auto_commit:
         return
     consumer._next_auto_commit = now + consumer.config.auto_commit_interval
     offsets = consumer._offsets_to_commit(None)
     if offsets:
-        consumer._spawn(group.commit(offsets, None))
+        consumer.queue_commit(offsets).add_done_callback(_log_auto_commit_failure)
 
 
 async def update_positions(consumer: Consumer, only: list[TopicPartition] | None) -> None:
@@ -142,7 +73,7 @@ async def update_positions(consumer: Consumer, only: list[TopicPartition] | None
     need = [tp for tp in sub.needing_position() if only is None or tp in only]
     if need:
         committed = {}
-        if consumer._group is not None and sub.uses_group:
+        if consumer._group is not None:  # subscribed or assigned by hand: the group's offsets
             committed = await consumer._group.fetch_committed(need, None)
         for tp in need:
             if not sub.is_assigned(tp):
@@ -165,19 +96,16 @@ async def refresh_metadata_if_needed(consumer: Consumer) -> None:
     due = cluster.metadata_age() > consumer.config.metadata_max_age
     if not fetcher.metadata_refresh_needed and not due:
         return
-    topics = sorted(consumer._subscription.topics)
     if consumer._subscription.type is SubscriptionType.PATTERN:
-        topics_changed = await _match_pattern(consumer)
+        topics_changed = await match_pattern(consumer)
         if topics_changed and consumer._group is not None:
             consumer._group.request_rejoin("new topics match the subscribed pattern")
     else:
-        await cluster.refresh_metadata(topics, timeout=None)
+        await cluster.refresh_metadata(topics_to_refresh(consumer), timeout=None)
+    check_partition_counts(consumer)
     fetcher.metadata_refresh_needed = False
 
 
-async def _match_pattern(consumer: Consumer) -> bool:
-    cluster = consumer._cluster
-    assert cluster is not None
-    await cluster.refresh_metadata(None, timeout=None)
-    return consumer._subscription.match_pattern(
-        cluster.topics(exclude_internal=consumer.config.exclude_internal_topics))
+def _log_auto_commit_failure(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.info("auto-commit failed: %s", fut.exception())

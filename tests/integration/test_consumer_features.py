@@ -193,8 +193,10 @@ async def _poll_in_task(consumer, done, timeout=30.0):
 
 
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
-async def test_listener_runs_in_poll_task_with_right_sets(apache_kafka_broker, unique_topic, unique_group,
-                                                          use_async):
+async def test_listener_runs_in_the_rebalance_step_with_right_sets(apache_kafka_broker, unique_topic,
+                                                                   unique_group, use_async):
+    """Callbacks run in the consumer's rebalance task, which poll() starts and waits for (a poll
+    timeout cannot cancel them: issue #11, item 2); one task per rebalance runs both."""
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=4)
     everything = {TopicPartition(unique_topic, p) for p in range(4)}
@@ -206,7 +208,11 @@ async def test_listener_runs_in_poll_task_with_right_sets(apache_kafka_broker, u
     b.subscribe([unique_topic], listener=listener_b)
     async with a, b:
         task = await _poll_in_task(a, lambda _: a.assignment() == everything)
-        assert listener_a.calls == [("assigned", everything, task)]
+        assert [call[:2] for call in listener_a.calls] == [("assigned", everything)]
+        first_step = listener_a.calls[0][2]
+        assert first_step is not task
+        assert first_step is not None
+        assert first_step.get_name() == "aiokafka-lite rebalance"
         async with Poller(b):
             task = await _poll_in_task(a, lambda _: len(a.assignment()) == 2 and len(b.assignment()) == 2)
         assert listener_a.names() == ["assigned", "revoked", "assigned"]
@@ -214,7 +220,8 @@ async def test_listener_runs_in_poll_task_with_right_sets(apache_kafka_broker, u
         _, assigned, assigned_in = listener_a.calls[2]
         assert revoked == everything  # eager protocol: everything is revoked before rejoining
         assert assigned == a.assignment()
-        assert revoked_in is assigned_in is task
+        assert revoked_in is assigned_in  # one step per rebalance
+        assert revoked_in not in (task, first_step)
         assert listener_b.names() == ["assigned"]
         assert listener_b.calls[0][1] == b.assignment()
         assert a.assignment() | b.assignment() == everything
@@ -261,7 +268,9 @@ async def test_partitions_lost_after_poll_interval_lapse(apache_kafka_broker, un
                                    and len(consumer.assignment()) == 2)
         assert listener.names() == ["assigned", "lost", "assigned"]
         assert listener.calls[1][1] == owned
-        assert listener.calls[1][2] is task
+        lost_in, assigned_in = listener.calls[1][2], listener.calls[2][2]
+        assert lost_in is assigned_in  # the one rebalance step that poll() started and waited for
+        assert lost_in is not task
 
 
 # ---------------------------------------------------------------- static membership
