@@ -94,7 +94,8 @@ def test_consume_text_shows_hex_for_binary(tansu_broker, unique_topic):
 def test_consume_with_group_commits_so_the_next_run_continues(tansu_broker, unique_topic, unique_group):
     create_topic(tansu_broker, unique_topic, partitions=2)
     produce(tansu_broker, unique_topic, [(f"k{i}", f"v{i}") for i in range(10)])
-    # Tansu holds a JoinGroup for about half the session timeout: keep it short (and show -X).
+    # Tansu holds a first JoinGroup for half the session timeout (DEVIATIONS["join_delay"]): keep it
+    # short (and show -X).
     common = ("consume", unique_topic, "-b", tansu_broker.bootstrap_servers, "--group", unique_group,
               "--from", "earliest", "--format", "json", "-X", "session.timeout.ms=6000",
               "-X", "heartbeat.interval.ms=1000")
