@@ -46,12 +46,13 @@ class Deviation:
 DEVIATIONS: dict[str, Deviation] = {d.name: d for d in (
     Deviation(
         "list_offsets_latest",
-        "ListOffsets(latest) answers the base offset + 1 of the batch stored last, not the log end "
-        "offset (Fetch's high watermark is right)",
+        "ListOffsets(latest) answers 1 + the base offset of a recently stored batch (the last one, or "
+        "the first of several stored in the same instant), not the log end offset (Fetch's high "
+        "watermark is right)",
         "end offsets are too low: end_offsets(), seek_to_end() and lag in `aiokafka-lite groups "
         "describe` are understated, and a Spark read with endingOffsets=latest misses records",
-        "1,000 records to 3 partitions (344/328/328 stored): end offsets 328/314/318 in one run and "
-        "309/289/288 in another; Apache Kafka answers 344/328/328",
+        "1,000 records to 3 partitions (344/328/328 stored): end offsets 328/314/318, 309/289/288 "
+        "and 1/1/1 in three runs; Apache Kafka answers 344/328/328",
         lacks="end_offsets",
     ),
     Deviation(

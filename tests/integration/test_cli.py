@@ -173,6 +173,34 @@ async def test_groups_describe_shows_members_assignment_and_lag(apache_kafka_bro
     assert f"group {unique_group}: state Stable" in text
     assert "billing-1" in text
     assert f"{unique_topic}  0  5  10  5  {member['member_id']}" in text
+    assert view["notes"] == []  # Apache Kafka's end offsets are the log end: nothing to warn about
+    assert "COMMITTED  END  LAG  MEMBER" in text
+
+
+@pytest.mark.asyncio
+async def test_groups_describe_on_tansu_says_end_and_lag_may_be_too_low(tansu_broker, unique_topic, unique_group):
+    bootstrap = tansu_broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic, partitions=3)
+    produce(bootstrap, unique_topic, [(f"k{i}", f"v{i}") for i in range(1000)])
+    # Short session: Tansu answers a new group's first JoinGroup after half of it.
+    async with Consumer(unique_topic, bootstrap_servers=bootstrap, group_id=unique_group, auto_offset_reset="earliest",
+                        enable_auto_commit=False, session_timeout_ms=2000, heartbeat_interval_ms=500) as consumer:
+        await poll_until(consumer, lambda got: len(got) >= 1000)
+        await consumer.commit()
+    as_json = run_cli("groups", "describe", unique_group, "-b", bootstrap, "--format", "json")
+    as_text = run_cli("groups", "describe", unique_group, "-b", bootstrap)
+    assert as_json.returncode == 0, as_json.stderr
+    assert as_text.returncode == 0, as_text.stderr
+    view = json.loads(as_json.stdout)
+    rows = view["partitions"]
+    assert sum(r["committed"] for r in rows) == 1000  # everything was read and committed...
+    # ...yet Tansu's end offsets fall short of it: the figures the note is about really are wrong.
+    assert sum(r["end"] for r in rows) < 1000, rows
+    [note] = view["notes"]
+    assert "the broker is Tansu, so END and LAG may be too low" in note
+    assert "DEVIATIONS['list_offsets_latest']" in note
+    assert "COMMITTED  END*  LAG*  MEMBER" in as_text.stdout
+    assert f"* {note}" in as_text.stdout
 
 
 # ---------------------------------------------------------------------------- demo

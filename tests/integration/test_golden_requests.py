@@ -236,7 +236,7 @@ def test_list_offsets_v7_is_answered(conn: BlockingConnection, golden_broker: An
     assert topic["name"] == TOPIC
     assert partition["error_code"] == 0
     if golden_broker.name == "tansu":
-        # DEVIATIONS["list_offsets_latest"] (aiokafka_lite.testing.tansu): "latest" is the last
+        # DEVIATIONS["list_offsets_latest"] (aiokafka_lite.testing.tansu): "latest" is a stored
         # batch's base offset + 1, and our three records went out as one batch at offset 0.
         assert partition["offset"] >= 1
     else:
