@@ -111,9 +111,15 @@ def _started(factory: Callable[[], Any]) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def tansu_broker() -> Iterator[Any]:
-    """A Tansu broker shared by the whole session (``TansuBroker``)."""
-    from aiokafka_lite.testing.tansu import TansuBroker
+    """A Tansu broker shared by the whole session (``TansuBroker``).
 
+    Not Apache Kafka: end offsets too low, aborted records under read_committed, a slow first join,
+    members never expired; ``aiokafka_lite.testing.tansu.DEVIATIONS`` has each with its figures.
+    """
+    from aiokafka_lite.testing.tansu import DEVIATIONS, TansuBroker
+
+    log.info("starting Tansu; where it differs from Apache Kafka: aiokafka_lite.testing.tansu.DEVIATIONS "
+             "(%s)", ", ".join(DEVIATIONS))
     yield from _started(TansuBroker)
 
 
@@ -145,9 +151,6 @@ def mock_cluster() -> Iterator[Any]:
 def kafka_broker(request: pytest.FixtureRequest) -> Any:
     """The broker selected with ``--kafka-broker`` (default: Apache Kafka if Java 17+, else Tansu)."""
     choice = kafka_broker_choice(request.config)
-    if choice.name == "tansu":
-        log.info("kafka_broker is Tansu (%s); its deviations from Apache Kafka are listed in "
-                 "aiokafka_lite.testing.tansu.DEVIATIONS", choice.reason)
     return request.getfixturevalue(BROKER_CHOICES[choice.name])
 
 
