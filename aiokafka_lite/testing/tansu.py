@@ -49,8 +49,9 @@ DEVIATIONS: dict[str, Deviation] = {d.name: d for d in (
         "ListOffsets(latest) answers 1 + the base offset of a recently stored batch (the last one, or "
         "the first of several stored in the same instant), not the log end offset (Fetch's high "
         "watermark is right)",
-        "end offsets are too low: end_offsets(), seek_to_end() and lag in `aiokafka-lite groups "
-        "describe` are understated, and a Spark read with endingOffsets=latest misses records",
+        "end offsets are too low: end_offsets() and lag in `aiokafka-lite groups describe` are "
+        "understated, seek_to_end(), auto_offset_reset='latest' and `consume --from latest` start "
+        "before the end, and a Spark read with endingOffsets=latest misses records",
         "1,000 records to 3 partitions (344/328/328 stored): end offsets 328/314/318, 309/289/288 "
         "and 1/1/1 in three runs, and a Spark batch read (endingOffsets=latest) counted 3 of 1,000; "
         "Apache Kafka answers 344/328/328",

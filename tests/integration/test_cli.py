@@ -132,6 +132,37 @@ def test_consume_unknown_topic_is_an_error_without_traceback(tansu_broker, uniqu
     assert "Traceback" not in done.stderr
 
 
+def test_consume_from_latest_on_tansu_notes_that_older_records_may_come_first(tansu_broker, unique_topic):
+    create_topic(tansu_broker, unique_topic, partitions=1)
+    produce(tansu_broker, unique_topic, [(f"k{i}", f"v{i}") for i in range(1000)])
+    done = run_cli("consume", unique_topic, "-b", tansu_broker.bootstrap_servers, "--from", "latest",
+                   "--max", "1", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    # Nothing was produced after the start, yet a record is printed: Tansu's "latest" is behind the end.
+    assert json.loads(done.stdout)["offset"] < 1000
+    assert "note: the broker is Tansu, so --from latest may start before the end" in done.stderr
+    assert "DEVIATIONS['list_offsets_latest']" in done.stderr
+
+
+def test_consume_from_latest_on_apache_kafka_prints_only_new_records_and_no_note(apache_kafka_broker, unique_topic):
+    bootstrap = apache_kafka_broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic, partitions=1)
+    produce(bootstrap, unique_topic, [("old", "before")])
+    proc = start_cli("consume", unique_topic, "-b", bootstrap, "--from", "latest", "--max", "1", "--format", "json")
+    try:
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:  # until the consumer is positioned
+            produce(bootstrap, unique_topic, [("new", "after")])
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["key"] == "new"
+    assert "note" not in err
+
+
 # ---------------------------------------------------------------------------- groups describe
 
 @pytest.mark.asyncio
