@@ -54,7 +54,7 @@ async def list_offsets_timestamp(broker: Any, topic: str) -> tuple[bool, str]:
 
 async def join_delay(broker: Any, topic: str) -> tuple[bool, str]:
     create_topic(broker, topic, partitions=1)
-    session_ms = 6000
+    session_ms = 10000
     began = time.monotonic()
     async with Consumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
                         session_timeout_ms=session_ms, heartbeat_interval_ms=1000) as consumer:
