@@ -54,6 +54,7 @@ BROKER_CHOICES = {
 
 _startup_report: list[tuple[str, float]] = []
 _choice_key = pytest.StashKey[BrokerChoice]()
+_choice_used_key = pytest.StashKey[bool]()  # set once a test asked for kafka_broker
 log = logging.getLogger("aiokafka_lite.testing")
 
 
@@ -151,6 +152,7 @@ def mock_cluster() -> Iterator[Any]:
 def kafka_broker(request: pytest.FixtureRequest) -> Any:
     """The broker selected with ``--kafka-broker`` (default: Apache Kafka if Java 17+, else Tansu)."""
     choice = kafka_broker_choice(request.config)
+    request.config.stash[_choice_used_key] = True
     return request.getfixturevalue(BROKER_CHOICES[choice.name])
 
 
@@ -173,6 +175,10 @@ def unique_group(request: pytest.FixtureRequest) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    config = terminalreporter.config
+    if config.stash.get(_choice_used_key, False):  # also under -q, which hides the report header
+        choice = kafka_broker_choice(config)
+        terminalreporter.write_line(f"aiokafka-lite: kafka_broker was {choice.name} ({choice.reason})")
     if not _startup_report:
         return
     slowest: dict[str, float] = {}

@@ -316,6 +316,15 @@ def test_kafka_broker_fixture_follows_the_option_or_the_default(
     assert kafka_ready(*_host_port(kafka_broker.bootstrap_servers))
 
 
+def test_quiet_runs_report_the_kafka_broker_choice_in_the_summary(tmp_path: Path) -> None:
+    (tmp_path / "test_uses_it.py").write_text("def test_uses_it(kafka_broker):\n"
+                                              "    assert kafka_broker.name == 'mock'\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--kafka-broker=mock"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "aiokafka-lite: kafka_broker was mock (--kafka-broker)" in done.stdout
+
+
 def test_unique_names_differ_per_test_and_are_legal_topic_names(unique_topic: str, unique_group: str) -> None:
     assert unique_topic != unique_group
     assert len(unique_topic) <= 249
