@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,6 +131,12 @@ def test_every_deviation_has_a_check_and_its_evidence() -> None:
         assert deviation.differs
         assert deviation.effect
         assert deviation.observed
+
+
+def test_the_testing_docs_list_every_deviation() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    rows = {line.split("`")[1] for line in page.splitlines() if line.startswith("| `")}
+    assert set(DEVIATIONS) <= rows
 
 
 @pytest.mark.asyncio
