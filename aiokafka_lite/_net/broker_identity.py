@@ -10,6 +10,8 @@ together, no Apache Kafka gives:
 
 A false positive needs a ZooKeeper-mode Kafka whose only broker id is 111; a later Tansu that
 announces features, or other node ids, is simply not recognised (no note rather than a wrong one).
+The storage engine is not visible: the ListOffsets deviation was seen with memory storage (our
+fixture's), Tansu's SQL engines answer "latest" with other code, so callers say "may be wrong".
 """
 
 from __future__ import annotations
