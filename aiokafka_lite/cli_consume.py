@@ -1,7 +1,8 @@
 """`aiokafka-lite consume TOPIC`: print records, one per line, until Ctrl-C or --max.
 
 With ``--group`` the consumer joins that group and commits what it printed when it stops; without
-it every partition of the topic is assigned and nothing is committed.
+it every partition of the topic is assigned and nothing is committed. ``--from latest`` on Tansu,
+whose latest offsets are below the log end, prints a note on stderr: older records may come first.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from . import Consumer
+from ._net.broker_identity import config_is_tansu
 from .cli_format import record_json, record_text
 from .cli_run import EXIT_KAFKA_ERROR, EXIT_OK, first_of, run_command
+from .config import ConsumerConfig
+from .testing.tansu import DEVIATIONS
 
 # poll() returns at least this often, so Ctrl-C is noticed within about this long.
 POLL_SECONDS = 0.5
@@ -29,6 +33,13 @@ async def _assign_all(consumer: Consumer, topic: str) -> bool:
     return True
 
 
+def tansu_latest_note() -> str:
+    deviation = DEVIATIONS["list_offsets_latest"]
+    return (f"aiokafka-lite: note: the broker is Tansu, so --from latest may start before the end of a "
+            f"partition and print older records first: its {deviation.differs} "
+            f"(aiokafka_lite.testing.tansu.DEVIATIONS[{deviation.name!r}])")
+
+
 async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, output_format: str,
                   max_records: int | None, stop: asyncio.Event, out: TextIO,
                   properties: Mapping[str, str] | None = None) -> int:
@@ -38,12 +49,14 @@ async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, 
     given by name win over them.
     """
     render = record_json if output_format == "json" else record_text
-    consumer = Consumer.from_properties({
-        "client.id": "aiokafka-lite-cli", **(properties or {}), "bootstrap.servers": bootstrap,
-        "group.id": group, "auto.offset.reset": start})
+    settings = {"client.id": "aiokafka-lite-cli", **(properties or {}), "bootstrap.servers": bootstrap,
+                "group.id": group, "auto.offset.reset": start}
+    consumer = Consumer.from_properties(settings)
     try:
         if not await first_of(consumer.start(), stop):
             return EXIT_OK
+        if start == "latest" and await config_is_tansu(ConsumerConfig.from_properties(settings)):
+            print(tansu_latest_note(), file=sys.stderr)
         if group is not None:
             consumer.subscribe([topic])
         elif not await _assign_all(consumer, topic):

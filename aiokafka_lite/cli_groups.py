@@ -3,7 +3,8 @@
 Built on the I/O shell and the protocol schemas, the consumer is not involved (it never asks
 about other members): DescribeGroups to the coordinator gives the members with their
 ConsumerProtocol subscription and assignment bytes, OffsetFetch the committed offsets, ListOffsets
-the log-end offsets; lag = end - committed.
+the log-end offsets; lag = end - committed. On a broker known to misreport log-end offsets (Tansu,
+see ``testing.tansu.DEVIATIONS``) END and LAG are starred and a note says why they are not to be trusted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
+from ._net.broker_identity import is_tansu
 from ._net.cluster import Cluster
 from ._net.options import ConnectionOptions
 from .cli_run import EXIT_OK, first_of, run_command
@@ -23,6 +25,7 @@ from .errors import BrokerError, KafkaError, ProtocolDecodeError
 from .protocol.consumer_protocol import decode_assignment, decode_subscription
 from .protocol.messages import DESCRIBE_GROUPS, OFFSET_FETCH
 from .structs import TopicPartition
+from .testing.tansu import DEVIATIONS
 
 # OffsetFetch v10 names topics by id only; this tool works with names.
 OFFSET_FETCH_MAX_VERSION = 9
@@ -57,6 +60,13 @@ class GroupView:
     protocol: str
     members: list[MemberView]
     partitions: list[PartitionView]
+    notes: list[str] = field(default_factory=list)  # why figures above may be wrong
+
+
+def tansu_end_offsets_note() -> str:
+    deviation = DEVIATIONS["list_offsets_latest"]
+    return (f"the broker is Tansu, so END and LAG may be too low: its {deviation.differs} "
+            f"(aiokafka_lite.testing.tansu.DEVIATIONS[{deviation.name!r}])")
 
 
 def _member(raw: dict[str, Any], consumer_protocol: bool) -> MemberView:
@@ -127,10 +137,11 @@ async def describe_group(bootstrap: str, group_id: str, timeout: float = TIMEOUT
             committed = await _committed(cluster, node_id, group_id)
             owned = {tp for m in members for tp in m.assignment}
             ends = await _end_offsets(cluster, owned | set(committed))
+            notes = [tansu_end_offsets_note()] if ends and await is_tansu(cluster) else []
     finally:
         await cluster.close()
     return GroupView(group_id, raw["group_state"], raw["protocol_type"], raw["protocol_data"], members,
-                     _partitions(members, committed, ends))
+                     _partitions(members, committed, ends), notes)
 
 
 def _shown(value: object) -> str:
@@ -145,10 +156,13 @@ def render_text(view: GroupView, out: TextIO) -> None:
         assigned = ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment) or "-"
         out.write(f"{m.member_id}  {m.client_id}  {m.client_host}  {_shown(m.group_instance_id)}  "
                   f"{','.join(m.subscription) or '-'}  {assigned}\n")
-    out.write("\nTOPIC  PARTITION  COMMITTED  END  LAG  MEMBER\n")
+    star = "*" if view.notes else ""
+    out.write(f"\nTOPIC  PARTITION  COMMITTED  END{star}  LAG{star}  MEMBER\n")
     for p in view.partitions:
         out.write(f"{p.topic}  {p.partition}  {_shown(p.committed)}  {_shown(p.end)}  {_shown(p.lag)}  "
                   f"{_shown(p.member_id)}\n")
+    for note in view.notes:
+        out.write(f"* {note}\n")
 
 
 def render_json(view: GroupView, out: TextIO) -> None:

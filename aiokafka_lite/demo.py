@@ -125,7 +125,8 @@ async def refresh_forever(view: DemoView, members: list[Member]) -> None:
 
 async def run_demo(bootstrap: str, view: DemoView, stop: asyncio.Event) -> bool:
     """The story on ``bootstrap``; True when it ran to the end, False when ``stop`` cut it short."""
-    # Tansu holds each JoinGroup for about half of session_timeout_ms, so keep that short here.
+    # Tansu holds a new group's JoinGroup for about half of session_timeout_ms, so keep that short
+    # here (testing.tansu.DEVIATIONS["join_delay"]).
     settings: dict[str, Any] = dict(bootstrap_servers=bootstrap, group_id=GROUP, auto_offset_reset="earliest",
                                     session_timeout_ms=SESSION_MS, heartbeat_interval_ms=1000)
     a = Member("A", Consumer(TOPIC, max_poll_interval_ms=POLL_INTERVAL_MS, client_id="demo-A", **settings))

@@ -8,17 +8,22 @@ to Spark between two ``poll()`` calls without a thread.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from .._net.broker_identity import config_is_tansu
+from ..config import ConsumerConfig
 from ..consumer.consumer import Consumer
 from ..errors import KafkaError, KafkaTimeoutError
 from ..structs import ConsumerRecord, TopicPartition
+from ..testing.tansu import DEVIATIONS
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription
 
 CLOSE_TIMEOUT = 10.0
+log = logging.getLogger("aiokafka_lite.spark")
 
 
 class DriverLookups:
@@ -28,6 +33,7 @@ class DriverLookups:
         self._options = options
         self._runner = asyncio.Runner()
         self._consumer: Consumer | None = None
+        self._broker_checked = False
 
     def __enter__(self) -> DriverLookups:
         return self
@@ -75,8 +81,21 @@ class DriverLookups:
     def end(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         if not tps:
             return {}
+        self._warn_if_end_offsets_are_wrong()
         found: dict[TopicPartition, int] = self._run(self._live().end_offsets(tps))
         return found
+
+    def _warn_if_end_offsets_are_wrong(self) -> None:
+        """Once per lookups object: reads up to "latest" silently miss records on Tansu; say so."""
+        if self._broker_checked:
+            return
+        self._broker_checked = True
+        config = ConsumerConfig.from_properties(self._options.consumer_settings())
+        if self._run(config_is_tansu(config)):
+            deviation = DEVIATIONS["list_offsets_latest"]
+            log.warning("the broker at %s is Tansu: reads up to its latest offsets can miss records, "
+                        "because its %s (aiokafka_lite.testing.tansu.DEVIATIONS[%r])",
+                        self._options.bootstrap_servers, deviation.differs, deviation.name)
 
     def close(self) -> None:
         try:

@@ -77,3 +77,8 @@ def _download(version: str, target: Path, timeout: float) -> None:
     shutil.rmtree(target, ignore_errors=True)  # a leftover from an interrupted run, if any
     staging.rename(target)
     (target / _MARKER).write_text(version + "\n")
+
+
+def is_cached(version: str) -> bool:
+    """Whether the jars of Kafka ``version`` are already downloaded (no Maven needed to start it)."""
+    return (cache_root() / f"kafka-{version}" / _MARKER).exists()

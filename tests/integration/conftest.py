@@ -16,20 +16,25 @@ from typing import Any
 
 import pytest
 
+from aiokafka_lite.testing import tansu
 from aiokafka_lite.testing.helpers import create_topic
+
+# What Apache Kafka answers as Kafka does: "end_offsets" (ListOffsets latest is the log end),
+# "offsets_for_times" (ListOffsets by record timestamp), "session_expiry" (a silent member is
+# removed after session.timeout.ms), "transactions" (read_committed skips aborted records), "admin".
+KAFKA_ANSWERS = frozenset({"end_offsets", "offsets_for_times", "session_expiry", "transactions", "admin"})
 
 # What each broker kind offers beyond produce/fetch/groups. "tls"/"sasl" join the Kafka sets once
 # ApacheKafkaBroker grows those listeners.
 CAPABILITIES: dict[str, frozenset[str]] = {
-    # Apache Kafka: the reference behaviour.
-    "kafka4": frozenset({"session_expiry", "transactions", "restart", "admin", "kill"}),
-    "kafka39": frozenset({"session_expiry", "transactions", "restart", "admin", "kill"}),
-    # Tansu: no TLS listener in our fixture, group sessions expire lazily (not on a timer), and
-    # read_committed consumers are still handed aborted records (checked in test_brokers.py).
-    "tansu": frozenset({"admin"}),
+    # Apache Kafka: the reference behaviour; its fixture can also be restarted and killed.
+    "kafka4": KAFKA_ANSWERS | {"restart", "kill"},
+    "kafka39": KAFKA_ANSWERS | {"restart", "kill"},
+    # Tansu: what its deviations (aiokafka_lite.testing.tansu.DEVIATIONS) leave; no TLS listener.
+    "tansu": KAFKA_ANSWERS - tansu.capabilities_lacking(),
     # librdkafka mock: in-process, so no restart; no admin APIs; read_committed is not honoured
-    # (aborted records are returned); error/latency injection instead.
-    "mock": frozenset({"fault_injection"}),
+    # (aborted records are returned); no timestamp index; error/latency injection instead.
+    "mock": frozenset({"end_offsets", "fault_injection"}),
 }
 
 _FIXTURE_FOR_KIND = {
@@ -60,10 +65,17 @@ class BrokerUnderTest:
         create_topic(self.broker, name, partitions=partitions, config=config)
 
     def require(self, *capabilities: str) -> None:
-        """Skip the calling test unless this broker has every named capability."""
+        """Skip the calling test unless this broker has every named capability (saying why not)."""
         missing = sorted(set(capabilities) - self.capabilities)
         if missing:
-            pytest.skip(f"{self.name} lacks {', '.join(missing)}")
+            pytest.skip(f"{self.name} lacks {', '.join(missing)}{self._why(missing)}")
+
+    def _why(self, missing: list[str]) -> str:
+        if self.kind != "tansu":
+            return ""
+        reasons = [f"{d.differs} (DEVIATIONS[{d.name!r}])" for d in tansu.DEVIATIONS.values()
+                   if d.lacks in missing]
+        return ": " + "; ".join(reasons) if reasons else ""
 
 
 @pytest.fixture(params=[pytest.param(kind, marks=pytest.mark.broker(kind), id=kind)

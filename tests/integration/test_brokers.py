@@ -31,6 +31,7 @@ from aiokafka_lite.testing import (
 from aiokafka_lite.testing._kafka_jars import CACHE_ENV, kafka_jars
 from aiokafka_lite.testing._probe import _request, api_versions, kafka_ready, metadata_brokers
 from aiokafka_lite.testing._process import port_accepts, processes_in_group
+from aiokafka_lite.testing.plugin import kafka_broker_choice
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 confluent_admin = pytest.importorskip("confluent_kafka.admin")
@@ -44,7 +45,7 @@ def consume_values(bootstrap: str, topic: str, expected: int, *, group: str | No
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": group or f"reader-{topic}",
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-        # Short sessions keep joins quick: Tansu holds a first JoinGroup for about half of it.
+        # Short sessions keep joins quick on Tansu: DEVIATIONS["join_delay"] (testing/tansu.py).
         "session.timeout.ms": 2000, "heartbeat.interval.ms": 500, **(conf or {})})
     values: list[bytes] = []
     try:
@@ -308,11 +309,20 @@ def test_failed_download_leaves_no_marker(tmp_path: Path, monkeypatch: pytest.Mo
 # -- plugin --------------------------------------------------------------------------------------
 
 
-def test_kafka_broker_fixture_follows_the_command_line_option(
+def test_kafka_broker_fixture_follows_the_option_or_the_default(
         kafka_broker: Any, request: pytest.FixtureRequest) -> None:
     expected = {"tansu": "tansu", "kafka": "kafka-4.3.1", "kafka39": "kafka-3.9.1", "mock": "mock"}
-    assert kafka_broker.name == expected[request.config.getoption("--kafka-broker")]
+    assert kafka_broker.name == expected[kafka_broker_choice(request.config).name]
     assert kafka_ready(*_host_port(kafka_broker.bootstrap_servers))
+
+
+def test_quiet_runs_report_the_kafka_broker_choice_in_the_summary(tmp_path: Path) -> None:
+    (tmp_path / "test_uses_it.py").write_text("def test_uses_it(kafka_broker):\n"
+                                              "    assert kafka_broker.name == 'mock'\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--kafka-broker=mock"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "aiokafka-lite: kafka_broker was mock (--kafka-broker)" in done.stdout
 
 
 def test_unique_names_differ_per_test_and_are_legal_topic_names(unique_topic: str, unique_group: str) -> None:

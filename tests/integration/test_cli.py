@@ -94,7 +94,8 @@ def test_consume_text_shows_hex_for_binary(tansu_broker, unique_topic):
 def test_consume_with_group_commits_so_the_next_run_continues(tansu_broker, unique_topic, unique_group):
     create_topic(tansu_broker, unique_topic, partitions=2)
     produce(tansu_broker, unique_topic, [(f"k{i}", f"v{i}") for i in range(10)])
-    # Tansu holds a JoinGroup for about half the session timeout: keep it short (and show -X).
+    # Tansu holds a first JoinGroup for half the session timeout (DEVIATIONS["join_delay"]): keep it
+    # short (and show -X).
     common = ("consume", unique_topic, "-b", tansu_broker.bootstrap_servers, "--group", unique_group,
               "--from", "earliest", "--format", "json", "-X", "session.timeout.ms=6000",
               "-X", "heartbeat.interval.ms=1000")
@@ -129,6 +130,37 @@ def test_consume_unknown_topic_is_an_error_without_traceback(tansu_broker, uniqu
     assert done.returncode == 1
     assert "does not exist" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_consume_from_latest_on_tansu_notes_that_older_records_may_come_first(tansu_broker, unique_topic):
+    create_topic(tansu_broker, unique_topic, partitions=1)
+    produce(tansu_broker, unique_topic, [(f"k{i}", f"v{i}") for i in range(1000)])
+    done = run_cli("consume", unique_topic, "-b", tansu_broker.bootstrap_servers, "--from", "latest",
+                   "--max", "1", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    # Nothing was produced after the start, yet a record is printed: Tansu's "latest" is behind the end.
+    assert json.loads(done.stdout)["offset"] < 1000
+    assert "note: the broker is Tansu, so --from latest may start before the end" in done.stderr
+    assert "DEVIATIONS['list_offsets_latest']" in done.stderr
+
+
+def test_consume_from_latest_on_apache_kafka_prints_only_new_records_and_no_note(apache_kafka_broker, unique_topic):
+    bootstrap = apache_kafka_broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic, partitions=1)
+    produce(bootstrap, unique_topic, [("old", "before")])
+    proc = start_cli("consume", unique_topic, "-b", bootstrap, "--from", "latest", "--max", "1", "--format", "json")
+    try:
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:  # until the consumer is positioned
+            produce(bootstrap, unique_topic, [("new", "after")])
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["key"] == "new"
+    assert "note" not in err
 
 
 # ---------------------------------------------------------------------------- groups describe
@@ -172,6 +204,34 @@ async def test_groups_describe_shows_members_assignment_and_lag(apache_kafka_bro
     assert f"group {unique_group}: state Stable" in text
     assert "billing-1" in text
     assert f"{unique_topic}  0  5  10  5  {member['member_id']}" in text
+    assert view["notes"] == []  # Apache Kafka's end offsets are the log end: nothing to warn about
+    assert "COMMITTED  END  LAG  MEMBER" in text
+
+
+@pytest.mark.asyncio
+async def test_groups_describe_on_tansu_says_end_and_lag_may_be_too_low(tansu_broker, unique_topic, unique_group):
+    bootstrap = tansu_broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic, partitions=3)
+    produce(bootstrap, unique_topic, [(f"k{i}", f"v{i}") for i in range(1000)])
+    # Short session: Tansu answers a new group's first JoinGroup after half of it.
+    async with Consumer(unique_topic, bootstrap_servers=bootstrap, group_id=unique_group, auto_offset_reset="earliest",
+                        enable_auto_commit=False, session_timeout_ms=2000, heartbeat_interval_ms=500) as consumer:
+        await poll_until(consumer, lambda got: len(got) >= 1000)
+        await consumer.commit()
+    as_json = run_cli("groups", "describe", unique_group, "-b", bootstrap, "--format", "json")
+    as_text = run_cli("groups", "describe", unique_group, "-b", bootstrap)
+    assert as_json.returncode == 0, as_json.stderr
+    assert as_text.returncode == 0, as_text.stderr
+    view = json.loads(as_json.stdout)
+    rows = view["partitions"]
+    assert sum(r["committed"] for r in rows) == 1000  # everything was read and committed...
+    # ...yet Tansu's end offsets fall short of it: the figures the note is about really are wrong.
+    assert sum(r["end"] for r in rows) < 1000, rows
+    [note] = view["notes"]
+    assert "the broker is Tansu, so END and LAG may be too low" in note
+    assert "DEVIATIONS['list_offsets_latest']" in note
+    assert "COMMITTED  END*  LAG*  MEMBER" in as_text.stdout
+    assert f"* {note}" in as_text.stdout
 
 
 # ---------------------------------------------------------------------------- demo
