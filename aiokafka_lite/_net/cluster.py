@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import (
@@ -36,6 +36,8 @@ log = logging.getLogger("aiokafka_lite.net")
 # Failures worth trying another broker (or the same one again) for.
 TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, ProtocolDecodeError)
 GROUP_KEY_TYPE = 0
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_AUTHORIZATION_FAILED = 29
 
 
 class Cluster:
@@ -128,7 +130,8 @@ class Cluster:
 
     async def _refresh_on(self, conn: Connection, topics: list[str] | None) -> None:
         version = conn.version_for(METADATA)
-        response = await conn.send(METADATA, version, metadata_request(version, topics))
+        response = await conn.send(METADATA, version, metadata_request(
+            version, topics, allow_auto_create=self.options.allow_auto_topic_creation))
         if response["error_code"]:
             raise BrokerError(response["error_code"], f"Metadata from {conn}")
         self.metadata.update(response, topics, time.monotonic())
@@ -154,6 +157,14 @@ class Cluster:
 
     def partitions_for(self, topic: str) -> set[int] | None:
         return self.metadata.partitions_for(topic)
+
+    def raise_topic_errors(self, topics: Iterable[str]) -> None:
+        """A topic the last metadata called invalid or unauthorized is the caller's error (as in
+        Java); other topic errors (unknown, leader not available...) are transient."""
+        for topic in topics:
+            code = self.metadata.topic_error(topic)
+            if code in (INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED):
+                raise BrokerError(code, f"topic {topic!r}")
 
     # ------------------------------------------------------------------ the connection pool
 
@@ -364,13 +375,13 @@ def _servers(servers: Sequence[tuple[str, int]]) -> str:
     return ",".join(f"{h}:{p}" for h, p in servers)
 
 
-def metadata_request(version: int, topics: Sequence[str] | None) -> dict[str, Any]:
+def metadata_request(version: int, topics: Sequence[str] | None, allow_auto_create: bool = False) -> dict[str, Any]:
     """A Metadata request body; ``topics=None`` asks for every topic (an empty list in v0)."""
     if topics is None:
         listed: list[dict[str, Any]] | None = [] if version == 0 else None
     else:
         listed = [{"name": name} for name in topics]
-    return {"topics": listed, "allow_auto_topic_creation": False,
+    return {"topics": listed, "allow_auto_topic_creation": allow_auto_create and topics is not None,
             "include_topic_authorized_operations": False}
 
 

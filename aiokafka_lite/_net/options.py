@@ -45,6 +45,9 @@ class ConnectionOptions:
     sasl_mechanism: str = "PLAIN"
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = field(default=None, repr=False)
+    # Metadata requests for named topics may create them, where the broker allows it (Java's
+    # allow.auto.create.topics); requests for every topic never do.
+    allow_auto_topic_creation: bool = False
     client_software_name: str = "aiokafka-lite"
     client_software_version: str = field(default_factory=_package_version)
 
@@ -84,5 +87,7 @@ class ConnectionOptions:
             ms = getattr(settings, name + "_ms", None)
             if ms is not None:
                 values[name] = None if ms < 0 else ms / 1000.0
+        if hasattr(settings, "allow_auto_create_topics"):
+            values["allow_auto_topic_creation"] = settings.allow_auto_create_topics
         values.update(overrides)
         return cls(**values)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import KafkaError
 from .listener import call_listener
 from .membership import State
+from .rebalance import REBALANCE
 from .subscription import SubscriptionType
 
 if TYPE_CHECKING:
@@ -25,17 +26,15 @@ async def close_gracefully(consumer: Consumer, timeout: float | None) -> None:
         return
     try:
         async with asyncio.timeout(timeout):
-            step = consumer._rebalance_task
-            if step is not None and not step.done():
-                # close() is what cancels a rebalance step, listener callbacks included.
-                in_flight = group.membership.state in (State.JOINING, State.SYNCING)
-                await _cancel(step)
-                if in_flight:
-                    # A JoinGroup may be in flight on the coordinator connection, and a broker
-                    # answers one connection's requests in order: LeaveGroup would wait behind
-                    # it. Start over on a fresh connection.
-                    consumer._cluster_or_fail().mark_coordinator_dead(group.group_id, "closing mid-join")
-            consumer._rebalance_task = None
+            # close() is what cancels the poll steps, a rebalance's listener callbacks included.
+            in_flight = consumer.running_poll_step(REBALANCE) is not None and \
+                group.membership.state in (State.JOINING, State.SYNCING)
+            await consumer.cancel_poll_steps()
+            if in_flight:
+                # A JoinGroup may be in flight on the coordinator connection, and a broker
+                # answers one connection's requests in order: LeaveGroup would wait behind
+                # it. Start over on a fresh connection.
+                consumer._cluster_or_fail().mark_coordinator_dead(group.group_id, "closing mid-join")
             owned = consumer._subscription.assigned()
             member = group.membership.is_stable and consumer._subscription.uses_group
             standalone = consumer._subscription.type is SubscriptionType.MANUAL
@@ -44,12 +43,12 @@ async def close_gracefully(consumer: Consumer, timeout: float | None) -> None:
                 await consumer.queue_commit(offsets)  # after every commit made before it
             await consumer.drain_commits()  # commits made earlier land before the member leaves
             if owned and member:
-                consumer.revoking_on_close(True)
+                token = consumer.revoking_on_close()
                 try:
                     await call_listener(consumer._listener.on_partitions_revoked, owned, "on_partitions_revoked")
                     await consumer.drain_commits()  # and so do the listener's own commit_async calls
                 finally:
-                    consumer.revoking_on_close(False)
+                    consumer.done_revoking_on_close(token)
             if consumer._liveness is not None:
                 await consumer._liveness.stop()
             await group.leave("the consumer is being closed", timeout=None)
@@ -62,8 +61,7 @@ async def close_gracefully(consumer: Consumer, timeout: float | None) -> None:
 async def close_by_force(consumer: Consumer) -> None:
     """Cancel and await every task the consumer owns, close every connection."""
     await _cancel(consumer._start_task)
-    await _cancel(consumer._rebalance_task)
-    consumer._rebalance_task = None
+    await consumer.cancel_poll_steps()
     for commit in consumer.pending_commits():
         await _cancel(commit)
     if consumer._liveness is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import re
@@ -35,15 +36,19 @@ from .listener import ConsumerRebalanceListener
 from .liveness import LivenessTimers
 from .metrics import snapshot
 from .offsets import OffsetLookup
+from .poll_steps import PollSteps, Start
 from .polling import poll_once, update_positions
 from .stall import StallMonitor
-from .subscription import ResetStrategy, SubscriptionState
+from .subscription import ResetStrategy, SubscriptionState, SubscriptionType
 from .wiring import make_cluster, make_fetcher, make_offset_lookup
 
 log = logging.getLogger("aiokafka_lite.consumer")
 T = TypeVar("T")
 
 POLL_DEFAULT_TIMEOUT = 1.0
+# The consumer whose close() is running the revocation callback in this context, if any.
+_REVOKING_ON_CLOSE: contextvars.ContextVar[Consumer | None] = contextvars.ContextVar(
+    "aiokafka_lite_revoking_on_close", default=None)
 
 
 class Consumer:
@@ -68,7 +73,7 @@ class Consumer:
         self._offsets: OffsetLookup | None = None
         self._group: GroupCoordinator | None = None
         self._liveness: LivenessTasks | HeartbeatThread | None = None
-        self._rebalance_task: asyncio.Task[None] | None = None
+        self._poll_steps = PollSteps()
         self._poll_clock_paused = False  # a listener callback runs: its time counts (KIP-62)
         self._side_tasks: set[asyncio.Future[Any]] = set()
         self._commits = CommitQueue()
@@ -81,7 +86,6 @@ class Consumer:
         self._start_task: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
-        self._revoking_on_close = False
         self._close_task: asyncio.Task[None] | None = None
         self._graceful_close: asyncio.Task[None] | None = None
         self._iter_buffer: deque[ConsumerRecord] = deque()
@@ -174,9 +178,10 @@ class Consumer:
             raise IllegalStateError("the consumer is not started")
         return self._cluster
 
-    def _check_open(self, *, committing: bool = False) -> None:
-        # While close() revokes the partitions, the listener it calls may still commit (as in Java).
-        if self._closed and not (committing and self._revoking_on_close):
+    def _check_open(self) -> None:
+        # The listener that close() calls may still use the consumer (commit, position...), as
+        # in Java; calls from anywhere else find it closed.
+        if self._closed and _REVOKING_ON_CLOSE.get() is not self:
             raise ConsumerClosedError("the consumer is closed")
 
     def _raise_background_error(self) -> None:
@@ -221,6 +226,12 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._check_open()
+        if self._group is not None and self.config.enable_auto_commit \
+                and self._subscription.type is SubscriptionType.MANUAL:
+            # As in Java: what was consumed from the partitions being replaced is committed first.
+            offsets = self._offsets_to_commit(None)
+            if offsets:
+                self.queue_commit(offsets).add_done_callback(_retrieve_outcome)
         self._subscription.assign_manually(partitions)
 
     def unsubscribe(self) -> None:
@@ -269,9 +280,28 @@ class Consumer:
         with self._timers_lock:
             self._timers.on_poll(time.monotonic())
 
-    def revoking_on_close(self, revoking: bool) -> None:
-        """close() calls on_partitions_revoked: the listener may commit meanwhile."""
-        self._revoking_on_close = revoking
+    def revoking_on_close(self) -> contextvars.Token[Consumer | None]:
+        """close() is about to call on_partitions_revoked: code running in that callback (and
+        the tasks it starts) may still use this consumer. Undo with `done_revoking_on_close`."""
+        return _REVOKING_ON_CLOSE.set(self)
+
+    @staticmethod
+    def done_revoking_on_close(token: contextvars.Token[Consumer | None]) -> None:
+        _REVOKING_ON_CLOSE.reset(token)
+
+    async def poll_step(self, name: str, start: Start | None) -> None:
+        """Wait for the poll step `name` (see poll_steps), starting it when needed; its error
+        is raised here, once."""
+        task = await self._poll_steps.wait(name, start)
+        self._check_open()  # close() cancelled the step: not the caller's cancellation
+        if task is not None:
+            task.result()
+
+    def running_poll_step(self, name: str) -> asyncio.Task[None] | None:
+        return self._poll_steps.running(name)
+
+    async def cancel_poll_steps(self, name: str | None = None) -> None:
+        await self._poll_steps.cancel(name)
 
     def pause_poll_clock(self) -> None:
         """A rebalance listener callback starts: poll() calls made meanwhile (which only wait for
@@ -308,7 +338,7 @@ class Consumer:
                      timeout: Timeout = DEFAULT) -> None:
         """Commit the given offsets, or the offsets of every record handed out so far. Returns
         after every commit made before it (commit_async included) has completed, as in Java."""
-        self._check_open(committing=True)
+        self._check_open()
         limit = resolve_timeout(timeout, self.config)
         self._check_group_id("commit()")
         to_commit = self._offsets_to_commit(offsets)
@@ -320,7 +350,7 @@ class Consumer:
                      callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
                      | None = None) -> asyncio.Future[None]:
         """Start a commit; the future (and the callback, if any) get its outcome."""
-        self._check_open(committing=True)
+        self._check_open()
         self._check_group_id("commit_async()")
         to_commit = self._offsets_to_commit(offsets)
         fut = self.submit_commit(to_commit, self.config.default_api_timeout)
@@ -519,8 +549,9 @@ class Consumer:
         async def refresh() -> dict[str, list[TopicPartition]]:
             cluster = self._cluster_or_fail()
             await cluster.refresh_metadata(names, timeout=None)
-            wanted = names if names is not None else cluster.topics(
-                exclude_internal=self.config.exclude_internal_topics)
+            cluster.raise_topic_errors(names or ())
+            # exclude_internal_topics is about subscribing by pattern; listing shows every topic, as in Java.
+            wanted = names if names is not None else cluster.topics()
             return {t: [TopicPartition(t, p) for p in sorted(cluster.partitions_for(t) or ())] for t in wanted
                     if cluster.partitions_for(t)}
         return await self._call("metadata", limit, refresh)

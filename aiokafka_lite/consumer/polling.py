@@ -1,6 +1,7 @@
 """The poll path (caller's task): rejoin if needed -> positions -> hand out buffered records ->
 top up fetches. The rebalance step (with the listener callbacks) is a task the consumer owns,
-which poll() waits for: see rebalance.py."""
+which poll() waits for (rebalance.py); so are position look-ups and metadata refreshes
+(poll_steps.py): a poll() whose timeout lapses leaves them running for the next one."""
 
 from __future__ import annotations
 
@@ -35,8 +36,11 @@ async def poll_once(consumer: Consumer, max_records: int) -> ConsumerRecords:
             if consumer.config.heartbeat_mode == "thread" and consumer._liveness is not None:
                 consumer._liveness.poke()  # keep the heartbeat thread's identity snapshot current
         maybe_auto_commit(consumer)
-        await update_positions(consumer, None)
-        await refresh_metadata_if_needed(consumer)
+        sub = consumer._subscription
+        if sub.needing_position() or sub.needing_reset():
+            await consumer.poll_step("positions", lambda: update_positions(consumer, None))
+        if metadata_refresh_due(consumer):
+            await consumer.poll_step("metadata", lambda: refresh_metadata(consumer))
         records = fetcher.fetched_records(max_records)
         fetcher.send_fetches()  # keep the next fetch in flight while the caller works
         if records:
@@ -88,14 +92,18 @@ async def update_positions(consumer: Consumer, only: list[TopicPartition] | None
         await consumer._offsets.reset_positions(sub, None)
 
 
-async def refresh_metadata_if_needed(consumer: Consumer) -> None:
+def metadata_refresh_due(consumer: Consumer) -> bool:
+    fetcher = consumer._fetcher
+    assert fetcher is not None
+    return fetcher.metadata_refresh_needed or \
+        consumer._cluster_or_fail().metadata_age() > consumer.config.metadata_max_age
+
+
+async def refresh_metadata(consumer: Consumer) -> None:
     fetcher = consumer._fetcher
     cluster = consumer._cluster
     assert fetcher is not None
     assert cluster is not None
-    due = cluster.metadata_age() > consumer.config.metadata_max_age
-    if not fetcher.metadata_refresh_needed and not due:
-        return
     if consumer._subscription.type is SubscriptionType.PATTERN:
         topics_changed = await match_pattern(consumer)
         if topics_changed and consumer._group is not None:
@@ -104,6 +112,7 @@ async def refresh_metadata_if_needed(consumer: Consumer) -> None:
         await cluster.refresh_metadata(topics_to_refresh(consumer), timeout=None)
     check_partition_counts(consumer)
     fetcher.metadata_refresh_needed = False
+    cluster.raise_topic_errors(consumer._subscription.topics)  # from this poll(), once per refresh
 
 
 def _log_auto_commit_failure(fut: asyncio.Future[None]) -> None:

@@ -27,23 +27,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("aiokafka_lite.consumer")
 
+REBALANCE = "rebalance"  # the step's name among the poll steps (and its task's: "aiokafka-lite rebalance")
+
 
 async def ensure_group(consumer: Consumer) -> None:
     """Start the rebalance step when the member must (re)join, and wait for it. The wait is not
     the step: cancelling it (a poll timeout) leaves the step running for the next poll()."""
     group = consumer._group
     assert group is not None
-    task = consumer._rebalance_task
-    if task is None:
-        if not group.needs_join:
-            return
-        task = asyncio.create_task(rebalance(consumer), name="aiokafka-lite rebalance")
-        consumer._rebalance_task = task
-    await asyncio.wait({task})
-    consumer._check_open()  # close() cancelled the step: not the caller's cancellation
-    if consumer._rebalance_task is task:
-        consumer._rebalance_task = None
-    task.result()  # a listener's or a fatal join error propagates to poll()'s caller
+    await consumer.poll_step(REBALANCE, (lambda: rebalance(consumer)) if group.needs_join else None)
 
 
 async def rebalance(consumer: Consumer) -> None:
@@ -67,6 +59,8 @@ async def rebalance(consumer: Consumer) -> None:
              sorted(partitions))
     await _snapshot_partition_counts(consumer, assignment.generation_id)
     await _run_listener(consumer, consumer._listener.on_partitions_assigned, partitions, "on_partitions_assigned")
+    # A subscribed topic the metadata calls invalid or unauthorized is raised from poll(), as in Java.
+    consumer._cluster_or_fail().raise_topic_errors(subscribed)
 
 
 async def _give_up_partitions(consumer: Consumer) -> None:

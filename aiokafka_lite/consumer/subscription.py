@@ -87,7 +87,8 @@ class SubscriptionState:
         """Update the topic set from the cluster's topics; True when it changed."""
         if self.pattern is None:
             return False
-        matched = frozenset(t for t in all_topics if self.pattern.match(t))
+        # The whole name must match, as Java's Pattern.matcher(topic).matches().
+        matched = frozenset(t for t in all_topics if self.pattern.fullmatch(t))
         changed = matched != self.topics
         self.topics = matched
         return changed

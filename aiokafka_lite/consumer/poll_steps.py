@@ -1,0 +1,53 @@
+"""Work of the poll path that outlives one poll(): the rebalance step, position look-ups,
+metadata refreshes. A poll() starts a step and waits for it; when its timeout lapses it stops
+waiting and the step goes on, so the next poll() (even poll(timeout=0)) finds it further along
+or done instead of starting it again. Only close() cancels a step."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+Start = Callable[[], Coroutine[Any, Any, None]]
+
+
+class PollSteps:
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def wait(self, name: str, start: Start | None) -> asyncio.Task[None] | None:
+        """Wait for the step `name`, starting it with `start()` when none is running (None: do
+        not start one). Returns the finished task, whose outcome the caller takes; None when
+        there was nothing to wait for."""
+        task = self._tasks.get(name)
+        if task is None:
+            if start is None:
+                return None
+            task = asyncio.create_task(start(), name=f"aiokafka-lite {name}")
+            self._tasks[name] = task
+        if not task.done():  # a finished step costs no trip through the loop (poll(timeout=0))
+            await asyncio.wait({task})
+        if self._tasks.get(name) is task:
+            del self._tasks[name]
+        return task
+
+    def running(self, name: str) -> asyncio.Task[None] | None:
+        task = self._tasks.get(name)
+        return task if task is not None and not task.done() else None
+
+    async def cancel(self, name: str | None = None) -> None:
+        """Cancel and await the step `name` (None: every step)."""
+        names = list(self._tasks) if name is None else [name]
+        for key in names:
+            task = self._tasks.pop(key, None)
+            if task is None:
+                continue
+            if task.done():
+                if not task.cancelled():
+                    task.exception()  # retrieved: its outcome no longer has a taker
+                continue
+            task.cancel()
+            await asyncio.wait({task})  # the task's own end is not raised; our cancellation is
+            if not task.cancelled():
+                task.exception()  # it ended some other way meanwhile: retrieved, dropped
