@@ -35,7 +35,13 @@ async def ensure_group(consumer: Consumer) -> None:
     the step: cancelling it (a poll timeout) leaves the step running for the next poll()."""
     group = consumer._group
     assert group is not None
-    await consumer.poll_step(REBALANCE, (lambda: rebalance(consumer)) if group.needs_join else None)
+    if group.needs_join:
+        await consumer.poll_step(REBALANCE, lambda: rebalance(consumer))
+    elif consumer._subscription.awaiting_callback():
+        # on_partitions_assigned raised last time: called again, as in Java, until it returns.
+        await consumer.poll_step(REBALANCE, lambda: _assigned_callback(consumer))
+    else:
+        await consumer.poll_step(REBALANCE, None)
 
 
 async def rebalance(consumer: Consumer) -> None:
@@ -58,9 +64,18 @@ async def rebalance(consumer: Consumer) -> None:
     log.info("group %s: generation %d, assigned %s", group.group_id, assignment.generation_id,
              sorted(partitions))
     await _snapshot_partition_counts(consumer, assignment.generation_id)
-    await _run_listener(consumer, consumer._listener.on_partitions_assigned, partitions, "on_partitions_assigned")
+    consumer._subscription.set_awaiting_callback(partitions, True)
+    await _assigned_callback(consumer)
     # A subscribed topic the metadata calls invalid or unauthorized is raised from poll(), as in Java.
     consumer._cluster_or_fail().raise_topic_errors(subscribed)
+
+
+async def _assigned_callback(consumer: Consumer) -> None:
+    """on_partitions_assigned with the whole assignment; its partitions are fetched only once
+    it has returned without an error."""
+    partitions = consumer._subscription.assigned()
+    await _run_listener(consumer, consumer._listener.on_partitions_assigned, partitions, "on_partitions_assigned")
+    consumer._subscription.set_awaiting_callback(partitions, False)
 
 
 async def _give_up_partitions(consumer: Consumer) -> None:

@@ -37,10 +37,14 @@ class PartitionState:
     high_watermark: int | None = None
     last_stable_offset: int | None = None
     log_start_offset: int | None = None
+    # Newly assigned, and on_partitions_assigned has not yet returned without an error: not
+    # fetched until it has (as in Java).
+    awaiting_callback: bool = False
 
     @property
     def fetchable(self) -> bool:
-        return not self.paused and self.position is not None and self.reset_to is None
+        return not self.paused and self.position is not None and self.reset_to is None \
+            and not self.awaiting_callback
 
 
 @dataclass
@@ -130,6 +134,15 @@ class SubscriptionState:
 
     def assigned(self) -> set[TopicPartition]:
         return set(self.assignment)
+
+    def set_awaiting_callback(self, tps: Iterable[TopicPartition], awaiting: bool) -> None:
+        for tp in tps:
+            st = self.assignment.get(tp)
+            if st is not None:
+                st.awaiting_callback = awaiting
+
+    def awaiting_callback(self) -> set[TopicPartition]:
+        return {tp for tp, st in self.assignment.items() if st.awaiting_callback}
 
     def state(self, tp: TopicPartition) -> PartitionState:
         st = self.assignment.get(tp)
