@@ -218,9 +218,13 @@ class Connection:
             self._shutdown(KafkaConnectionError(f"{self}: the reader was cancelled"))
             raise
         except Exception as exc:
-            error = translate(exc, f"reading from {self}")
+            oldest = self._oldest_request()
+            # Naming the request the broker was answering is the clue when it drops the same one
+            # every time (a version it advertises but cannot parse).
+            awaiting = "" if oldest is None else f" awaiting {oldest[0].name} v{oldest[1]}"
+            error = translate(exc, f"reading from {self}{awaiting}")
             if self._closed_by is None:
-                self._monitor.closed(str(self), self._address, error, self._oldest_request())
+                self._monitor.closed(str(self), self._address, error, oldest)
             self._shutdown(error)
 
     def _oldest_request(self) -> tuple[Api, int, tuple[int, int] | None] | None:

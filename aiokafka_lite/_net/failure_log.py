@@ -30,26 +30,29 @@ class FailureLog:
         self.failures = 0  # in the current streak
         self.failing_since: float | None = None
         self.last_error: str | None = None
+        self.last_failed_at: float | None = None
         self.warned = False
         self.total_failures = 0  # over the object's life, for metrics
 
-    def failed(self, error: object, now: float | None = None) -> None:
+    def failed(self, error: object, now: float | None = None, then: str = "") -> None:
         """One more failure: logged at WARNING once it is persistent, else INFO the first time,
-        DEBUG with the count after."""
+        DEBUG with the count after. ``then`` (e.g. "retrying in 0.4 s") is logged, not kept."""
         now = self.clock() if now is None else now
         if self.failing_since is None:
             self.failing_since = now
         self.failures += 1
         self.total_failures += 1
         self.last_error = str(error)
+        self.last_failed_at = now
         lasted = now - self.failing_since
+        text = f"{error}; {then}" if then else error
         if not self.warned and self._persistent(lasted):
             self.warned = True
-            self.logger.warning("%s: %s%s", self.subject, error, _streak(self.failures, lasted))
+            self.logger.warning("%s: %s%s", self.subject, text, _streak(self.failures, lasted))
         elif self.failures == 1:
-            self.logger.info("%s: %s", self.subject, error)
+            self.logger.info("%s: %s", self.subject, text)
         else:
-            self.logger.debug("%s: %s%s", self.subject, error, _streak(self.failures, lasted))
+            self.logger.debug("%s: %s%s", self.subject, text, _streak(self.failures, lasted))
 
     def _persistent(self, lasted: float) -> bool:
         return (self.warn_after_failures is not None and self.failures >= self.warn_after_failures

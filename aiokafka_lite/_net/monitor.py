@@ -55,9 +55,9 @@ class ConnectionMonitor:
             return
         api, version, advertised = in_flight
         self._dropping.setdefault(address, set()).add(api.key)
-        offered = "" if advertised is None else f", which it advertises (v{advertised[0]}-v{advertised[1]})"
+        offered = "" if advertised is None else f" (it advertises v{advertised[0]}-v{advertised[1]})"
         self._log(("dropped", address, api.key), f"{broker}: {api.name}", DROPS_BEFORE_WARNING).failed(
-            f"the broker closed the connection in answer to {api.name} v{version}{offered} ({error})")
+            f"connection lost in answer to {api.name} v{version}{offered}: {error}")
 
     def connect_failed(self, broker: str, address: Address, error: object) -> None:
         self._log(("connect", address), broker, None).failed(f"connection failed: {error}")

@@ -150,7 +150,7 @@ class GroupCoordinator:
     async def _join_attempt_failed(self, error: KafkaError, backoff: Backoff) -> None:
         backoff.failed(time.monotonic())
         wait = backoff.wait_time(time.monotonic())
-        self.join_failures.failed(f"{error}; retrying in {wait:.2f} s")
+        self.join_failures.failed(error, then=f"retrying in {wait:.2f} s")
         await asyncio.sleep(wait)
 
     async def _join_once(self, topics: frozenset[str]) -> Assignment:

@@ -75,6 +75,13 @@ def test_warning_waits_until_the_failure_is_persistent(captured):
     assert failures.last_error == "dropped"
 
 
+def test_the_next_step_is_logged_but_not_kept_as_the_last_error(captured):
+    failures = FailureLog(logging.getLogger(LOGGER), "join", clock=FakeClock())
+    failures.failed("dropped", then="retrying in 0.10 s")
+    assert lines(captured) == [("WARNING", "join: dropped; retrying in 0.10 s")]
+    assert failures.last_error == "dropped"
+
+
 def test_a_kind_that_never_warns(captured):
     failures = FailureLog(logging.getLogger(LOGGER), "lookup", warn_after_failures=None, clock=FakeClock())
     for _ in range(50):
@@ -91,9 +98,8 @@ def test_monitor_names_the_api_and_version_once_after_repeated_drops(captured):
         monitor.closed("broker x", address, "closed between frames", (JOIN_GROUP, 6, (0, 6)))
         clock.now += 0.2
     warnings = [m for level, m in lines(captured) if level == "WARNING"]
-    assert warnings == [f"broker x: JoinGroup: the broker closed the connection in answer to JoinGroup v6, "
-                        f"which it advertises (v0-v6) (closed between frames) ({DROPS_BEFORE_WARNING} "
-                        f"failures in a row over 0.4 s)"]
+    assert warnings == ["broker x: JoinGroup: connection lost in answer to JoinGroup v6 (it advertises "
+                        f"v0-v6): closed between frames ({DROPS_BEFORE_WARNING} failures in a row over 0.4 s)"]
     assert monitor.watching(address)
     monitor.answered(address, FETCH, 12)  # another API's answer ends nothing
     assert monitor.watching(address)
@@ -114,12 +120,11 @@ def test_monitor_a_single_drop_and_failed_reconnects_never_warn(captured):
     monitor.closed("broker x", address, "idle", None)
     assert max(r.levelno for r in captured.records) == logging.INFO
     assert [m for level, m in lines(captured) if level == "INFO"] == [
-        "broker x: Fetch: the broker closed the connection in answer to Fetch v12, which it advertises "
-        "(v0-v17) (reset)",
+        "broker x: Fetch: connection lost in answer to Fetch v12 (it advertises v0-v17): reset",
         "broker x: connection failed: refused",
         "broker x: recovered (connected again) after 20 failures in 0.0 s (last: connection failed: refused)",
-        "broker x: Fetch: recovered (Fetch v12 answered) after 1 failure in 0.0 s (last: the broker closed "
-        "the connection in answer to Fetch v12, which it advertises (v0-v17) (reset))",
+        "broker x: Fetch: recovered (Fetch v12 answered) after 1 failure in 0.0 s (last: connection lost in "
+        "answer to Fetch v12 (it advertises v0-v17): reset)",
     ]
     assert monitor.failing() == {}
 
