@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from .._net.blocking import BlockingConnection
 from .._net.options import ConnectionOptions
-from ..errors import KafkaError
+from ..errors import BrokerError, KafkaError
 from ..protocol.messages import HEARTBEAT, LEAVE_GROUP
-from .background import Outcome, apply_heartbeat_outcome, heartbeat_outcome
+from .background import Outcome, apply_heartbeat_outcome, heartbeat_failure_log, heartbeat_outcome
 from .group import GroupCoordinator, heartbeat_body, leave_body
 from .liveness import LivenessTimers
 
@@ -53,6 +53,7 @@ class HeartbeatThread:
         self.heartbeat_failures = 0
         self.poll_lapses = 0
         self.last_leave_delay: float | None = None
+        self.failure_log = heartbeat_failure_log(group, time.monotonic)  # written by the thread only
         self._identity: MemberIdentity | None = None
         self._pending: deque[Callable[[], None]] = deque()
         self._wake = threading.Event()
@@ -160,7 +161,7 @@ class HeartbeatThread:
             code = conn.send(HEARTBEAT, conn.version_for(HEARTBEAT), body,
                              timeout=self.options.request_timeout)["error_code"]
         except KafkaError as exc:
-            log.info("group %s: heartbeat (thread) failed: %s", group_id, exc)
+            self.failure_log.failed(exc)
             self._close_connection()
             self._failed()
             return
@@ -175,10 +176,13 @@ class HeartbeatThread:
                 self.timers.clear_session()
                 self._identity = None
         if outcome is Outcome.RETRY:
+            self.failure_log.failed(BrokerError(code, "Heartbeat"), now)
             self.heartbeat_failures += 1
             self._close_connection()
             self._post(lambda: self.group.cluster.mark_coordinator_dead(group_id, "heartbeat thread"))
-        elif outcome is not Outcome.ALIVE:
+        else:
+            self.failure_log.recovered(now)
+        if outcome not in (Outcome.ALIVE, Outcome.RETRY):
             self._post(lambda: self._apply(code, outcome, identity))
 
     def _failed(self) -> None:
