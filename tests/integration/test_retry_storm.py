@@ -135,3 +135,68 @@ async def test_join_dropped_every_time_backs_off_warns_once_and_reports_health(
     assert len([m for m in recovery if f"group {unique_group}: join: recovered" in m]) == 1, recovery
     assert not recorder.at_least(logging.WARNING)[1:], "a WARNING after the first"
     assert max(durations) <= POLL_TIMEOUT + POLL_SLACK, max(durations)
+
+
+# ---------------------------------------------------------------- a broker restart is normal operation
+
+@pytest.fixture(scope="module")
+def restartable_kafka():
+    """A broker of this module's own: restarting the session's shared one would disturb others."""
+    from aiokafka_lite.testing._process import BrokerUnavailable
+    from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+
+    broker = ApacheKafkaBroker()
+    try:
+        broker.start()
+    except BrokerUnavailable as exc:
+        pytest.skip(f"Apache Kafka unavailable: {exc}")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+async def poll_until(consumer: Consumer, done, timeout: float, durations: list[float], what: str) -> list:
+    records: list = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done(records):
+        if loop.time() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s ({len(records)} records)")
+        began = loop.time()
+        records.extend(await consumer.poll(timeout=POLL_TIMEOUT))
+        durations.append(loop.time() - began)
+    return records
+
+
+async def test_broker_restart_logs_no_warning(restartable_kafka, unique_topic: str, unique_group: str,
+                                              recorder: Recorder) -> None:
+    from aiokafka_lite.testing.helpers import create_topic, produce
+
+    bootstrap = restartable_kafka.bootstrap_servers
+    create_topic(bootstrap, unique_topic, partitions=2)
+    produce(bootstrap, unique_topic, [{"value": f"before-{i}", "partition": i % 2} for i in range(10)])
+    consumer = Consumer(unique_topic, bootstrap_servers=bootstrap, group_id=unique_group,
+                        auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=500,
+                        request_timeout_ms=10000, default_api_timeout_ms=20000)
+    durations: list[float] = []
+    async with consumer:
+        await poll_until(consumer, lambda got: len(got) >= 10, 60, durations, "the first records")
+        restart = asyncio.create_task(asyncio.to_thread(restartable_kafka.restart))
+        await poll_until(consumer, lambda _: restart.done(), 120, durations, "the restart")
+        await restart
+        produce(bootstrap, unique_topic, [{"value": f"after-{i}", "partition": i % 2} for i in range(10)])
+        after = await poll_until(consumer, lambda got: len(got) >= 10, 60, durations, "records after the restart")
+        assert {r.value for r in after} >= {f"after-{i}".encode() for i in range(10)}
+        # A few more polls: late heartbeat or commit failures would log now.
+        await poll_for(consumer, 3.0, durations)
+        health = consumer.metrics().get("group_health")
+    loud = [f"{line.logger} {logging.getLevelName(line.level)} {line.message}"
+            for line in recorder.at_least(logging.WARNING)]
+    info = [line.message for line in recorder.lines if line.level == logging.INFO]
+    print(f"\nrestart: {len(loud)} WARNING+ lines, {len(info)} INFO lines; longest poll {max(durations):.3f} s")
+    print("\n".join(info))
+    assert loud == []
+    assert health is not None
+    assert health["healthy"] is True
+    assert max(durations) <= POLL_TIMEOUT + POLL_SLACK, max(durations)
