@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._net.backoff import Backoff
 from .._net.blocking import BlockingConnection
 from .._net.options import ConnectionOptions
 from ..errors import BrokerError, KafkaError
@@ -59,6 +60,8 @@ class HeartbeatThread:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._conn: BlockingConnection | None = None
+        # Thread side only: connect attempts to the coordinator honour reconnect_backoff_ms.
+        self._reconnect = Backoff(options.reconnect_backoff, options.reconnect_backoff_max)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -128,7 +131,10 @@ class HeartbeatThread:
                 self._identity = None
             else:
                 lapse = None
-                delay = min(self.timers.time_to_next_heartbeat(now), self.timers.time_to_poll_deadline(now))
+                to_deadline = self.timers.time_to_poll_deadline(now)
+                delay = min(self.timers.time_to_next_heartbeat(now), to_deadline)
+                if self._conn is None:  # the heartbeat will connect first
+                    delay = max(delay, min(self._reconnect.wait_time(now), to_deadline))
                 if delay > 0:
                     return delay
                 self.timers.on_heartbeat_sent(now)
@@ -143,7 +149,12 @@ class HeartbeatThread:
         if conn is None or (conn.host, conn.port) != identity.coordinator:
             self._close_connection()
             host, port = identity.coordinator
-            conn = BlockingConnection(host, port, self.options, self.options.request_timeout)
+            try:
+                conn = BlockingConnection(host, port, self.options, self.options.request_timeout)
+            except KafkaError:
+                self._reconnect.failed(time.monotonic())
+                raise
+            self._reconnect.succeeded()
             self._conn = conn
         return conn
 
