@@ -70,9 +70,8 @@ class LivenessTimers:
         self._heartbeat_due_at = INFINITY
         self._in_flight_since: float | None = None
         self._last_heartbeat_rtt: float | None = None
-        # None: cap the growth at the heartbeat interval only (the normal schedule).
-        cap = heartbeat_interval if retry_backoff_max is None else min(retry_backoff_max, heartbeat_interval)
-        self._failure_backoff = Backoff(retry_backoff, cap, rng=rng)
+        self._failure_backoff = Backoff(retry_backoff, heartbeat_interval, rng=rng)
+        self.set_retry_backoff_max(retry_backoff_max)
 
     # -- poll clock ---------------------------------------------------------------------------
 
@@ -163,6 +162,12 @@ class LivenessTimers:
         if self._session_started is not None:
             self._failure_backoff.failed(now)
             self._heartbeat_due_at = min(self._failure_backoff.not_before, now + self.heartbeat_interval)
+
+    def set_retry_backoff_max(self, seconds: float | None) -> None:
+        """Cap of the failure backoff (KIP-580's retry.backoff.max.ms); the heartbeat interval
+        always caps it too. None: the interval alone."""
+        cap = self.heartbeat_interval if seconds is None else min(seconds, self.heartbeat_interval)
+        self._failure_backoff = Backoff(self.retry_backoff, cap, rng=self._failure_backoff.rng)
 
     @property
     def heartbeat_failures_in_a_row(self) -> int:

@@ -324,3 +324,20 @@ def test_pure_modules_import_no_asyncio_socket_or_time(module: str) -> None:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             imported.add(node.module.split(".")[0])
     assert not imported & {"asyncio", "socket", "time", "threading", "selectors"}
+
+
+def test_retry_backoff_max_set_later_caps_the_failure_backoff() -> None:
+    t = joined()
+    t.set_retry_backoff_max(0.3)
+    now = T0
+    for _ in range(6):
+        t.on_heartbeat_sent(now)
+        t.on_heartbeat_failure(now)
+        wait = t.time_to_next_heartbeat(now)
+        assert wait <= 0.3 * 1.2
+        now += wait
+    t.set_retry_backoff_max(60.0)  # the heartbeat interval caps it anyway
+    for _ in range(12):
+        t.on_heartbeat_sent(now)
+        t.on_heartbeat_failure(now)
+        assert t.time_to_next_heartbeat(now) <= INTERVAL
