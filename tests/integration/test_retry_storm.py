@@ -141,11 +141,13 @@ async def test_join_dropped_every_time_backs_off_warns_once_and_reports_health(
 
 @pytest.fixture(scope="module")
 def restartable_kafka():
-    """A broker of this module's own: restarting the session's shared one would disturb others."""
-    from aiokafka_lite.testing._process import BrokerUnavailable
+    """A broker of this module's own: restarting the session's shared one would disturb others.
+    Its PROXIED listener advertises a port for a JoinGroupDropper to listen on."""
+    from aiokafka_lite.testing._process import BrokerUnavailable, free_port
     from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
 
-    broker = ApacheKafkaBroker()
+    broker = ApacheKafkaBroker(extra_listeners={"PROXIED": "PLAINTEXT"},
+                               advertised_ports={"PROXIED": free_port()})
     try:
         broker.start()
     except BrokerUnavailable as exc:
@@ -199,4 +201,99 @@ async def test_broker_restart_logs_no_warning(restartable_kafka, unique_topic: s
     assert loud == []
     assert health is not None
     assert health["healthy"] is True
+    assert max(durations) <= POLL_TIMEOUT + POLL_SLACK, max(durations)
+
+
+# ---------------------------------------------------------------- the same storm in front of Apache Kafka
+
+class JoinGroupDropper:
+    """A loopback proxy that reads Kafka request frames and, while ``dropping``, closes both
+    sides as soon as a JoinGroup request arrives (a broker that cannot parse it)."""
+
+    def __init__(self, upstream_port: int, port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = port
+        self.dropping = True
+        self.dropped = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> JoinGroupDropper:
+        self._server = await asyncio.start_server(self._on_client, "127.0.0.1", self.port, reuse_address=True)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        await self._server.wait_closed()
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        back = asyncio.create_task(self._copy(up_reader, writer))
+        try:
+            while True:
+                header = await reader.readexactly(4)
+                frame = await reader.readexactly(int.from_bytes(header, "big"))
+                if self.dropping and int.from_bytes(frame[:2], "big") == ApiKey.JOIN_GROUP:
+                    self.dropped += 1
+                    return
+                up_writer.write(header + frame)
+                await up_writer.drain()
+        except (asyncio.IncompleteReadError, OSError):
+            return
+        finally:
+            back.cancel()
+            await asyncio.wait([back])
+            for w in (writer, up_writer):
+                w.transport.abort()
+            self._tasks.discard(task)
+
+    @staticmethod
+    async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            return
+
+
+async def test_apache_kafka_behind_a_proxy_dropping_every_join_group(
+        restartable_kafka, unique_topic: str, unique_group: str, recorder: Recorder) -> None:
+    from aiokafka_lite.testing.helpers import create_topic
+
+    create_topic(restartable_kafka.bootstrap_servers, unique_topic, partitions=2)
+    proxy_port = restartable_kafka.advertised_ports["PROXIED"]
+    dropper = JoinGroupDropper(restartable_kafka.listener_port("PROXIED"), proxy_port)
+    durations: list[float] = []
+    async with dropper:
+        consumer = Consumer(unique_topic, bootstrap_servers=f"127.0.0.1:{proxy_port}", group_id=unique_group,
+                            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=1000)
+        async with consumer:
+            await poll_for(consumer, WINDOW, durations)
+            dropped = dropper.dropped
+            health = consumer.metrics().get("group_health")
+            failing_lines = list(recorder.lines)
+            dropper.dropping = False
+            await poll_until(consumer, lambda _: bool(consumer.assignment()), 30, durations, "the join")
+    warnings = [line.message for line in failing_lines if line.level >= logging.WARNING]
+    print(f"\n{dropped} JoinGroup requests dropped in {WINDOW} s, {len(warnings)} WARNING lines")
+    assert 6 <= dropped <= 16  # ~90 with a flat 100 ms
+    assert len(warnings) == 1, warnings
+    assert "JoinGroup v" in warnings[0]
+    assert "it advertises v0-v" in warnings[0]
+    assert health is not None
+    assert health["healthy"] is False
+    assert "awaiting JoinGroup v" in health["last_error"]
+    recovery = [line.message for line in recorder.lines[len(failing_lines):]
+                if line.level == logging.INFO and "recovered" in line.message]
+    assert len([m for m in recovery if "JoinGroup: recovered" in m]) == 1, recovery
+    assert not [line for line in recorder.at_least(logging.WARNING)][1:]
     assert max(durations) <= POLL_TIMEOUT + POLL_SLACK, max(durations)
