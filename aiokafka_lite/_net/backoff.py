@@ -15,14 +15,14 @@ class Backoff:
         self.jitter = jitter
         self.failures = 0
         self.not_before = 0.0  # monotonic time before which no new attempt should start
-        self._rng = rng or random.Random()
+        self.rng = rng or random.Random()
 
     def delay(self) -> float:
         """The wait after the current number of failures (0.0 when there are none)."""
         if self.failures == 0 or self.base <= 0:
             return 0.0
         raw = min(self.base * 2.0 ** min(self.failures - 1, 62), self.maximum)
-        return raw * self._rng.uniform(1 - self.jitter, 1 + self.jitter)
+        return raw * self.rng.uniform(1 - self.jitter, 1 + self.jitter)
 
     def failed(self, now: float) -> None:
         self.failures += 1

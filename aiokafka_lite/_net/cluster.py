@@ -26,9 +26,11 @@ from ..protocol.api import Api
 from ..protocol.messages import FIND_COORDINATOR, METADATA
 from ..structs import TopicPartition
 from .backoff import Backoff
-from .connection import DEFAULT, Connection, Timeout, _Default
+from .connection import DEFAULT, Connection, Timeout, _Default, _name
 from .exceptions import map_exceptions
+from .failure_log import FailureLog
 from .metadata import BrokerInfo, MetadataCache
+from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
 
 log = logging.getLogger("aiokafka_lite.net")
@@ -57,6 +59,12 @@ class Cluster:
         self._coordinator_locks: dict[str, asyncio.Lock] = {}
         self._retiring: set[asyncio.Task[None]] = set()
         self._closed = False
+        # Shared by every connection opened here: a failure repeating across reconnects is said once.
+        self.monitor = ConnectionMonitor()
+        # A metadata or coordinator outage is normal while brokers restart: INFO, then DEBUG.
+        self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
+        self.coordinator_failures: dict[str, FailureLog] = {}
+        self._last_coordinator: dict[str, int] = {}  # survives "marked dead", to log moves only
 
     def _seconds(self, timeout: Timeout) -> float | None:
         return self.options.request_timeout if isinstance(timeout, _Default) else timeout
@@ -91,13 +99,13 @@ class Cluster:
                     await self._bootstrap_from(host, port)
                     return
                 except (*TRANSIENT, BrokerError) as exc:
-                    log.info("bootstrap server %s:%d failed: %s", host, port, exc)
+                    self.metadata_failures.failed(f"bootstrap server {host}:{port} failed: {exc}")
                     errors[f"{host}:{port}"] = exc
             backoff.failed(time.monotonic())
             await asyncio.sleep(backoff.delay())
 
     async def _bootstrap_from(self, host: str, port: int) -> None:
-        conn = await Connection.open(host, port, self.options)
+        conn = await self._open(host, port, None)
         try:
             await self._refresh_on(conn, None)
         except BaseException:
@@ -124,7 +132,7 @@ class Cluster:
                         await self._refresh_on(await self.connection(node_id), wanted)
                         return
                     except TRANSIENT as exc:
-                        log.info("metadata from node %d failed: %s", node_id, exc)
+                        self.metadata_failures.failed(f"node {node_id} failed: {exc}")
                 # No known broker answered: start over from the bootstrap list (all topics).
                 await self._bootstrap_rounds({})
 
@@ -135,6 +143,7 @@ class Cluster:
         if response["error_code"]:
             raise BrokerError(response["error_code"], f"Metadata from {conn}")
         self.metadata.update(response, topics, time.monotonic())
+        self.metadata_failures.recovered()
 
     def metadata_age(self) -> float:
         """Seconds since the last metadata update (infinity before the first)."""
@@ -218,9 +227,10 @@ class Cluster:
         if wait > 0:
             await asyncio.sleep(wait)
         try:
-            conn = await Connection.open(host, port, self.options, node_id=node_id)
-        except TRANSIENT:
+            conn = await Connection.open(host, port, self.options, node_id=node_id, monitor=self.monitor)
+        except TRANSIENT as exc:
             backoff.failed(time.monotonic())
+            self.monitor.connect_failed(_name(host, port, node_id), (host, port), exc)
             raise
         backoff.succeeded()
         return conn
@@ -258,10 +268,13 @@ class Cluster:
     # ------------------------------------------------------------------ group coordinator
 
     async def find_coordinator(self, group_id: str, timeout: Timeout = DEFAULT) -> int:
-        """The coordinator's node id; retries COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS in time."""
+        """The coordinator's node id; retries COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS in time,
+        backing off exponentially (retry_backoff -> retry_backoff_max, with jitter, as KIP-580)."""
         self._check_open()
         seconds = self._seconds(timeout)
         last: KafkaError | None = None
+        failures = self.coordinator_lookups(group_id)
+        backoff = Backoff(self.options.retry_backoff, self.options.retry_backoff_max)
         try:
             async with asyncio.timeout(seconds):
                 while True:
@@ -274,15 +287,27 @@ class Cluster:
                             raise
                         last = exc
                     else:
-                        self._coordinators[group_id] = broker
-                        log.debug("group %r is coordinated by node %d", group_id, broker.node_id)
+                        self._found_coordinator(group_id, broker)
+                        failures.recovered(detail=f"node {broker.node_id}")
                         return broker.node_id
-                    await asyncio.sleep(self.options.retry_backoff)
+                    failures.failed(last)
+                    backoff.failed(time.monotonic())
+                    await asyncio.sleep(backoff.wait_time(time.monotonic()))
         except KafkaError:
             raise
         except TimeoutError as exc:
             raise KafkaTimeoutError(f"no coordinator found for group {group_id!r} within {seconds}s"
                                     + (f" (last error: {last})" if last else "")) from exc
+
+    def _found_coordinator(self, group_id: str, broker: BrokerInfo) -> None:
+        self._coordinators[group_id] = broker
+        previous = self._last_coordinator.get(group_id)
+        self._last_coordinator[group_id] = broker.node_id
+        if previous is not None and previous != broker.node_id:
+            log.info("group %r: the coordinator moved from node %d to node %d", group_id, previous,
+                     broker.node_id)
+        else:  # found again where it was: nothing an operator needs to know
+            log.debug("group %r is coordinated by node %d", group_id, broker.node_id)
 
     async def _lookup_coordinator(self, group_id: str) -> BrokerInfo:
         if not self.metadata.brokers:
@@ -293,6 +318,14 @@ class Cluster:
         version = conn.version_for(FIND_COORDINATOR)
         response = await conn.send(FIND_COORDINATOR, version, find_coordinator_request(version, group_id))
         return parse_coordinator(response, version, group_id)
+
+    def coordinator_lookups(self, group_id: str) -> FailureLog:
+        """The failure streak of FindCoordinator for ``group_id`` (normal while brokers restart)."""
+        found = self.coordinator_failures.get(group_id)
+        if found is None:
+            found = self.coordinator_failures[group_id] = FailureLog(
+                log, f"group {group_id}: coordinator lookup", warn_after_failures=None)
+        return found
 
     def coordinator(self, group_id: str) -> int | None:
         """The known coordinator's node id for ``group_id`` (None when unknown)."""
@@ -344,9 +377,9 @@ class Cluster:
             conn = self._coordinator_conns.pop(group, None)
             if conn is not None:
                 self._retire(conn)
-            if broker is not None:
-                log.info("coordinator node %d of group %r marked dead%s", broker.node_id, group,
-                         f": {reason}" if reason else "")
+            if broker is not None:  # whoever found it dead says why, once (see FailureLog)
+                log.debug("coordinator node %d of group %r marked dead%s", broker.node_id, group,
+                          f": {reason}" if reason else "")
 
     # ------------------------------------------------------------------ closing
 

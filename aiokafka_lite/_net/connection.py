@@ -35,6 +35,7 @@ from ..errors import (
 from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
 from ..protocol.messages.api_versions import API_VERSIONS
 from .exceptions import map_exceptions, translate
+from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
 from .sasl import authenticate
 from .tls import build_ssl_context
@@ -69,9 +70,14 @@ class Connection:
     """A negotiated (and, if configured, authenticated) connection to one broker."""
 
     def __init__(self, host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 options: ConnectionOptions, node_id: int | None = None) -> None:
+                 options: ConnectionOptions, node_id: int | None = None,
+                 monitor: ConnectionMonitor | None = None) -> None:
         self.host = host
         self.port = port
+        self._address = (host, port)
+        # Shared by the cluster's connections so that a failure repeating across reconnects is
+        # said once; a connection opened on its own gets a monitor of its own.
+        self._monitor = monitor or ConnectionMonitor()
         self.node_id = node_id
         self.options = options
         self._reader = reader
@@ -91,7 +97,8 @@ class Connection:
     @classmethod
     async def open(cls, host: str, port: int, options: ConnectionOptions, *,
                    timeout: Timeout = DEFAULT,
-                   node_id: int | None = None) -> Connection:
+                   node_id: int | None = None,
+                   monitor: ConnectionMonitor | None = None) -> Connection:
         """Connect, negotiate API versions and authenticate, all within one ``timeout``."""
         seconds = options.request_timeout if isinstance(timeout, _Default) else timeout
         ssl_context = build_ssl_context(options)
@@ -102,7 +109,7 @@ class Connection:
                 reader, writer = await asyncio.open_connection(
                     host, port, ssl=ssl_context, server_hostname=host if ssl_context else None,
                     limit=STREAM_BUFFER_LIMIT)
-                conn = cls(host, port, reader, writer, options, node_id)
+                conn = cls(host, port, reader, writer, options, node_id, monitor)
                 try:
                     await conn._negotiate_versions()
                     if options.uses_sasl:
@@ -111,6 +118,7 @@ class Connection:
                     await conn.close()
                     raise
         log.debug("connected to %s", conn)
+        conn._monitor.connected(conn._address)
         return conn
 
     async def _negotiate_versions(self) -> None:
@@ -173,8 +181,9 @@ class Connection:
         oldest = self._pending[0] if self._pending else None
         if (oldest is not None and oldest is not timed_out and oldest.future.done()
                 and self._last_received < timed_out.sent_at):
-            log.warning("closing %s: no answer to %s v%d nor to anything sent since (half-open?)",
-                        self, oldest.api.name, oldest.version)
+            self._monitor.half_open(str(self), self._address,
+                                    f"closing the connection: no answer to {oldest.api.name} "
+                                    f"v{oldest.version} nor to anything sent since (half-open?)")
             self._shutdown(KafkaConnectionError(
                 f"{self} stopped answering: closed after two requests timed out with nothing received"))
 
@@ -209,10 +218,21 @@ class Connection:
             self._shutdown(KafkaConnectionError(f"{self}: the reader was cancelled"))
             raise
         except Exception as exc:
-            error = translate(exc, f"reading from {self}")
+            oldest = self._oldest_request()
+            # Naming the request the broker was answering is the clue when it drops the same one
+            # every time (a version it advertises but cannot parse).
+            awaiting = "" if oldest is None else f" awaiting {oldest[0].name} v{oldest[1]}"
+            error = translate(exc, f"reading from {self}{awaiting}")
             if self._closed_by is None:
-                log.warning("closing %s: %s", self, error)
+                self._monitor.closed(str(self), self._address, error, oldest)
             self._shutdown(error)
+
+    def _oldest_request(self) -> tuple[Api, int, tuple[int, int] | None] | None:
+        """The request the broker was answering when it closed the connection, if any."""
+        if not self._pending:
+            return None
+        oldest = self._pending[0]
+        return oldest.api, oldest.version, self._broker_versions.get(oldest.api.key)
 
     async def _read_frame(self) -> bytes:
         header = await self._reader.readexactly(4)
@@ -236,6 +256,8 @@ class Connection:
                 f"{pending.correlation_id} ({pending.api.name} v{pending.version})")
         self._pending.popleft()
         self.last_used = self._last_received = time.monotonic()
+        if self._monitor.watching(self._address):  # a drop streak on this broker may end here
+            self._monitor.answered(self._address, pending.api, pending.version)
         if not pending.future.done():  # a timed-out or cancelled request's answer is dropped
             pending.future.set_result(frame)
 

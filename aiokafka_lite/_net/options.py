@@ -30,6 +30,7 @@ class ConnectionOptions:
     client_id: str | None = "aiokafka-lite"
     request_timeout: float | None = 30.0
     retry_backoff: float = 0.1
+    retry_backoff_max: float = 1.0
     reconnect_backoff: float = 0.05
     reconnect_backoff_max: float = 1.0
     connections_max_idle: float | None = 540.0
@@ -82,8 +83,8 @@ class ConnectionOptions:
                      "sasl_plain_username", "sasl_plain_password"):
             if hasattr(settings, name):
                 values[name] = getattr(settings, name)
-        for name in ("request_timeout", "retry_backoff", "reconnect_backoff", "reconnect_backoff_max",
-                     "connections_max_idle", "metadata_max_age"):
+        for name in ("request_timeout", "retry_backoff", "retry_backoff_max", "reconnect_backoff",
+                     "reconnect_backoff_max", "connections_max_idle", "metadata_max_age"):
             ms = getattr(settings, name + "_ms", None)
             if ms is not None:
                 values[name] = None if ms < 0 else ms / 1000.0

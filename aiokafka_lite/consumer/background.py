@@ -1,7 +1,8 @@
 """The two background paths of KIP-62, as owned asyncio tasks:
 
 - heartbeat: while the member is STABLE, a Heartbeat every heartbeat_interval_ms on the
-  coordinator's own connection; sooner (retry_backoff_ms) after a failure;
+  coordinator's own connection; sooner after a failure (retry_backoff_ms, doubling while failures
+  last); failures are said once (heartbeat_failure_log), WARNING only past session_timeout_ms;
 - watchdog: when the time since the last poll() passes max_poll_interval_ms, stop heartbeating
   and leave the group; the next poll() rejoins.
 
@@ -17,6 +18,7 @@ import math
 from collections.abc import Callable
 from enum import Enum
 
+from .._net.failure_log import FailureLog
 from ..errors import BrokerError, KafkaError, broker_error
 from .group import (
     FENCED_INSTANCE_ID,
@@ -48,6 +50,9 @@ class LivenessTasks:
         self.heartbeat_failures = 0
         self.poll_lapses = 0
         self.last_leave_delay: float | None = None  # seconds from the poll deadline to LeaveGroup sent
+        self.failure_log = heartbeat_failure_log(group, clock)
+        # The consumer builds the timers without retry_backoff_max_ms; it is the group's setting.
+        timers.set_retry_backoff_max(group.config.retry_backoff_max)
 
     def start(self) -> None:
         if not self._tasks:
@@ -89,9 +94,7 @@ class LivenessTasks:
                 await self._sleep(self.timers.heartbeat_interval)
                 continue
             if self.timers.session_expired(now):
-                log.warning("group %s: no heartbeat succeeded for session_timeout_ms=%d; "
-                            "rediscovering the coordinator", self.group.group_id,
-                            self.group.config.session_timeout_ms)
+                self.failure_log.failed(session_expired_message(self.group), now)
                 self.group.cluster.mark_coordinator_dead(self.group.group_id)
                 self.timers.reset_session(now)
             delay = self.timers.time_to_next_heartbeat(now)
@@ -108,7 +111,7 @@ class LivenessTasks:
         try:
             code = await self.group.heartbeat()
         except KafkaError as exc:  # connection lost, timeout, coordinator lookup failed: retry
-            log.info("group %s: heartbeat failed: %s", self.group.group_id, exc)
+            self.failure_log.failed(exc)
             self.heartbeat_failures += 1
             self.timers.on_heartbeat_failure(self.clock())
             return
@@ -117,9 +120,11 @@ class LivenessTasks:
     def _on_heartbeat_code(self, code: int, now: float, generation: int) -> None:
         outcome = heartbeat_outcome(code)
         if outcome is Outcome.RETRY:
+            self.failure_log.failed(BrokerError(code, "Heartbeat"), now)
             self.heartbeat_failures += 1
             self.timers.on_heartbeat_failure(now)
             return
+        self.failure_log.recovered(now)  # the coordinator answered
         if outcome in (Outcome.ALIVE, Outcome.REJOIN):
             self.timers.on_heartbeat_success(now)
         else:
@@ -163,6 +168,18 @@ class LivenessTasks:
             await self.group.leave("consumer poll timeout has expired", timeout=config.request_timeout)
         except KafkaError as exc:
             log.info("group %s: LeaveGroup after the poll lapse failed: %s", self.group.group_id, exc)
+
+
+def heartbeat_failure_log(group: GroupCoordinator, clock: Callable[[], float]) -> FailureLog:
+    """Heartbeat failures: a broker restart causes a few (INFO, then DEBUG); a WARNING only once
+    they have lasted session_timeout_ms, when the coordinator has evicted this member anyway."""
+    return FailureLog(log, f"group {group.group_id}: heartbeat", clock=clock,
+                      warn_after_seconds=group.config.session_timeout)
+
+
+def session_expired_message(group: GroupCoordinator) -> str:
+    return (f"no heartbeat succeeded for session_timeout_ms={group.config.session_timeout_ms}; "
+            "rediscovering the coordinator")
 
 
 class Outcome(Enum):

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._net.backoff import Backoff
 from .._net.cluster import Cluster
 from .._net.connection import DEFAULT, Connection, Timeout
+from .._net.failure_log import FailureLog
 from ..config import ConsumerConfig
 from ..errors import (
     BrokerError,
@@ -91,6 +94,11 @@ class GroupCoordinator:
         self._member_counts: tuple[int, dict[str, int]] = (NO_GENERATION, {})
         # Called when a background path finds that the member must rejoin: wakes a waiting poll().
         self.on_rejoin_needed: Callable[[], None] = lambda: None
+        # Join failures are said once; a streak longer than the rebalance timeout earns a WARNING
+        # (shorter ones happen whenever a broker restarts). metrics() reads the streak.
+        self.join_failures = FailureLog(log, f"group {self.group_id}: join",
+                                        warn_after_seconds=config.max_poll_interval)
+        self.coordinator_unreachable_since: float | None = None  # monotonic; during a join
 
     # ------------------------------------------------------------ coordinator
 
@@ -121,31 +129,44 @@ class GroupCoordinator:
         errors back off and retry, fatal ones raise.
         """
         started = asyncio.get_running_loop().time()
+        # KIP-580: retry_backoff_ms doubling up to retry_backoff_max_ms, with jitter.
+        backoff = Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
         while True:
             try:
                 assignment = await self._join_once(topics)
             except _Retry as retry:
-                log.debug("group %s: rejoining: %s", self.group_id, retry)
-                await asyncio.sleep(retry.backoff)
+                if not retry.backs_off:  # a step of the protocol (member id, new generation)
+                    log.debug("group %s: rejoining: %s", self.group_id, retry)
+                    continue
+                await self._join_attempt_failed(retry, backoff)
                 continue
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                log.info("group %s: coordinator unreachable during join (%s); retrying", self.group_id, exc)
                 self.membership.handle(Event.COORDINATOR_LOST)
-                await asyncio.sleep(self.config.retry_backoff)
+                if self.coordinator_unreachable_since is None:
+                    self.coordinator_unreachable_since = time.monotonic()
+                await self._join_attempt_failed(exc, backoff)
                 continue
             self.rebalances += 1
             self.last_rebalance_seconds = asyncio.get_running_loop().time() - started
+            self.join_failures.recovered(detail=f"generation {assignment.generation_id}")
             return assignment
+
+    async def _join_attempt_failed(self, error: KafkaError, backoff: Backoff) -> None:
+        backoff.failed(time.monotonic())
+        wait = backoff.wait_time(time.monotonic())
+        self.join_failures.failed(error, then=f"retrying in {wait:.2f} s")
+        await asyncio.sleep(wait)
 
     async def _join_once(self, topics: frozenset[str]) -> Assignment:
         m = self.membership
         m.handle(Event.JOIN_SENT)
         _version, resp = await self._send(JOIN_GROUP, self._join_body(topics), None,
                                          request_timeout=self.config.rebalance_timeout + JOIN_MARGIN)
+        self.coordinator_unreachable_since = None
         code = resp["error_code"]
         if code == MEMBER_ID_REQUIRED:  # KIP-394: rejoin at once with the id the broker gave
             m.handle(Event.MEMBER_ID_REQUIRED, member_id=resp["member_id"])
-            raise _Retry("member id required", 0.0)
+            raise _Retry("member id required", backs_off=False)
         if code != NONE:
             self._join_failed(code, "JoinGroup")
         m.handle(Event.JOIN_OK, member_id=resp["member_id"], generation_id=resp["generation_id"],
@@ -179,16 +200,16 @@ class GroupCoordinator:
         if code in COORDINATOR_MOVED:
             self.coordinator_error(code)
             m.handle(Event.COORDINATOR_LOST)
-            raise _Retry(f"{what}: coordinator moved", self.config.retry_backoff)
+            raise _Retry(f"{what}: coordinator moved", backs_off=True)
         if code in (COORDINATOR_LOAD_IN_PROGRESS, REQUEST_TIMED_OUT):
             m.handle(Event.COORDINATOR_LOST)
-            raise _Retry(f"{what}: coordinator busy", self.config.retry_backoff)
+            raise _Retry(f"{what}: coordinator busy", backs_off=True)
         if code == UNKNOWN_MEMBER_ID:
             m.handle(Event.UNKNOWN_MEMBER_ID)
-            raise _Retry(f"{what}: member unknown", 0.0)
+            raise _Retry(f"{what}: member unknown", backs_off=False)
         if code in (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS):
             m.handle(Event.REBALANCE_IN_PROGRESS if code == REBALANCE_IN_PROGRESS else Event.ILLEGAL_GENERATION)
-            raise _Retry(f"{what}: generation moved on", 0.0)
+            raise _Retry(f"{what}: generation moved on", backs_off=False)
         if code == INVALID_SESSION_TIMEOUT:
             raise ConfigError(
                 f"the broker rejected session_timeout_ms={self.config.session_timeout_ms}: it must lie "
@@ -227,6 +248,7 @@ class GroupCoordinator:
         }
         _, resp = await self._send(SYNC_GROUP, body, None,
                                    request_timeout=self.config.rebalance_timeout + JOIN_MARGIN)
+        self.coordinator_unreachable_since = None
         if resp["error_code"] != NONE:
             self._join_failed(resp["error_code"], "SyncGroup")
         raw = resp["assignment"]
@@ -414,9 +436,11 @@ def leave_body(group_id: str, member_id: str, reason: str) -> dict[str, Any]:
 
 
 class _Retry(KafkaError):
-    def __init__(self, why: str, backoff: float) -> None:
+    """Join again: after the backoff (a failure), or at once (a step of the protocol, as in Java)."""
+
+    def __init__(self, why: str, *, backs_off: bool) -> None:
         super().__init__(why)
-        self.backoff = backoff
+        self.backs_off = backs_off
 
 
 def _by_topic(items: Mapping[TopicPartition, Any], make: Any, key: str = "partitions") -> list[dict[str, Any]]:

@@ -20,11 +20,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._net.backoff import Backoff
 from .._net.blocking import BlockingConnection
 from .._net.options import ConnectionOptions
-from ..errors import KafkaError
+from ..errors import BrokerError, KafkaError
 from ..protocol.messages import HEARTBEAT, LEAVE_GROUP
-from .background import Outcome, apply_heartbeat_outcome, heartbeat_outcome
+from .background import Outcome, apply_heartbeat_outcome, heartbeat_failure_log, heartbeat_outcome
 from .group import GroupCoordinator, heartbeat_body, leave_body
 from .liveness import LivenessTimers
 
@@ -53,11 +54,16 @@ class HeartbeatThread:
         self.heartbeat_failures = 0
         self.poll_lapses = 0
         self.last_leave_delay: float | None = None
+        self.failure_log = heartbeat_failure_log(group, time.monotonic)  # written by the thread only
+        with lock:  # the consumer builds the timers without retry_backoff_max_ms
+            timers.set_retry_backoff_max(group.config.retry_backoff_max)
         self._identity: MemberIdentity | None = None
         self._pending: deque[Callable[[], None]] = deque()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._conn: BlockingConnection | None = None
+        # Thread side only: connect attempts to the coordinator honour reconnect_backoff_ms.
+        self._reconnect = Backoff(options.reconnect_backoff, options.reconnect_backoff_max)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -127,7 +133,10 @@ class HeartbeatThread:
                 self._identity = None
             else:
                 lapse = None
-                delay = min(self.timers.time_to_next_heartbeat(now), self.timers.time_to_poll_deadline(now))
+                to_deadline = self.timers.time_to_poll_deadline(now)
+                delay = min(self.timers.time_to_next_heartbeat(now), to_deadline)
+                if self._conn is None:  # the heartbeat will connect first
+                    delay = max(delay, min(self._reconnect.wait_time(now), to_deadline))
                 if delay > 0:
                     return delay
                 self.timers.on_heartbeat_sent(now)
@@ -142,7 +151,12 @@ class HeartbeatThread:
         if conn is None or (conn.host, conn.port) != identity.coordinator:
             self._close_connection()
             host, port = identity.coordinator
-            conn = BlockingConnection(host, port, self.options, self.options.request_timeout)
+            try:
+                conn = BlockingConnection(host, port, self.options, self.options.request_timeout)
+            except KafkaError:
+                self._reconnect.failed(time.monotonic())
+                raise
+            self._reconnect.succeeded()
             self._conn = conn
         return conn
 
@@ -160,7 +174,7 @@ class HeartbeatThread:
             code = conn.send(HEARTBEAT, conn.version_for(HEARTBEAT), body,
                              timeout=self.options.request_timeout)["error_code"]
         except KafkaError as exc:
-            log.info("group %s: heartbeat (thread) failed: %s", group_id, exc)
+            self.failure_log.failed(exc)
             self._close_connection()
             self._failed()
             return
@@ -175,10 +189,13 @@ class HeartbeatThread:
                 self.timers.clear_session()
                 self._identity = None
         if outcome is Outcome.RETRY:
+            self.failure_log.failed(BrokerError(code, "Heartbeat"), now)
             self.heartbeat_failures += 1
             self._close_connection()
             self._post(lambda: self.group.cluster.mark_coordinator_dead(group_id, "heartbeat thread"))
-        elif outcome is not Outcome.ALIVE:
+        else:
+            self.failure_log.recovered(now)
+        if outcome not in (Outcome.ALIVE, Outcome.RETRY):
             self._post(lambda: self._apply(code, outcome, identity))
 
     def _failed(self) -> None:

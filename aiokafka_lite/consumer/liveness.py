@@ -9,7 +9,8 @@ every call in one lock.
 Three clocks live here:
 
 * the **heartbeat clock**: the next heartbeat is due ``heartbeat_interval`` after the previous one
-  was *sent* (or ``retry_backoff`` after a failure); never while one is still in flight;
+  was *sent* (or, after failures, ``retry_backoff`` doubling up to ``retry_backoff_max`` with
+  jitter, as Java since KIP-580); never while one is still in flight;
 * the **session clock**: restarted on join and on every *successful* heartbeat response; the
   session is considered lost ``session_timeout`` after that;
 * the **poll clock**: stamped by every ``poll()``; the deadline lapses ``max_poll_interval``
@@ -22,7 +23,9 @@ Deadlines are inclusive (``now >= deadline`` means lapsed) so that a task which 
 from __future__ import annotations
 
 import math
+import random
 
+from .._net.backoff import Backoff
 from ..errors import ConfigError
 
 INFINITY = math.inf
@@ -32,6 +35,7 @@ class LivenessTimers:
     """Heartbeat, session and poll-deadline timers, all in seconds."""
 
     __slots__ = (
+        "_failure_backoff",
         "_heartbeat_due_at",
         "_in_flight_since",
         "_last_heartbeat_rtt",
@@ -45,7 +49,8 @@ class LivenessTimers:
     )
 
     def __init__(self, session_timeout: float, heartbeat_interval: float, max_poll_interval: float,
-                 retry_backoff: float) -> None:
+                 retry_backoff: float, retry_backoff_max: float | None = None,
+                 rng: random.Random | None = None) -> None:
         _require_positive("session_timeout", session_timeout)
         _require_positive("heartbeat_interval", heartbeat_interval)
         _require_positive("max_poll_interval", max_poll_interval)
@@ -65,6 +70,8 @@ class LivenessTimers:
         self._heartbeat_due_at = INFINITY
         self._in_flight_since: float | None = None
         self._last_heartbeat_rtt: float | None = None
+        self._failure_backoff = Backoff(retry_backoff, heartbeat_interval, rng=rng)
+        self.set_retry_backoff_max(retry_backoff_max)
 
     # -- poll clock ---------------------------------------------------------------------------
 
@@ -140,18 +147,31 @@ class LivenessTimers:
         if self._in_flight_since is not None:
             self._last_heartbeat_rtt = now - self._in_flight_since
         self._in_flight_since = None
+        self._failure_backoff.succeeded()
         if self._session_started is not None:
             self._session_started = now
 
     def on_heartbeat_failure(self, now: float) -> None:
-        """No usable answer (error, timeout, lost connection): retry after the backoff.
+        """No usable answer (error, timeout, lost connection): retry after the backoff, which
+        grows with each failure in a row.
 
         The backoff is capped at the interval so that a failure never delays the next attempt
         beyond the normal schedule. The session clock is not restarted.
         """
         self._in_flight_since = None
         if self._session_started is not None:
-            self._heartbeat_due_at = now + min(self.retry_backoff, self.heartbeat_interval)
+            self._failure_backoff.failed(now)
+            self._heartbeat_due_at = min(self._failure_backoff.not_before, now + self.heartbeat_interval)
+
+    def set_retry_backoff_max(self, seconds: float | None) -> None:
+        """Cap of the failure backoff (KIP-580's retry.backoff.max.ms); the heartbeat interval
+        always caps it too. None: the interval alone."""
+        cap = self.heartbeat_interval if seconds is None else min(seconds, self.heartbeat_interval)
+        self._failure_backoff = Backoff(self.retry_backoff, cap, rng=self._failure_backoff.rng)
+
+    @property
+    def heartbeat_failures_in_a_row(self) -> int:
+        return self._failure_backoff.failures
 
     def should_heartbeat(self, now: float) -> bool:
         """A member with no heartbeat in flight whose next heartbeat is due."""

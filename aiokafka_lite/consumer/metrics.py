@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from .health import HealthInputs, group_health
+
 if TYPE_CHECKING:
     from .consumer import Consumer
 
@@ -35,6 +37,16 @@ def snapshot(consumer: Consumer) -> dict[str, Any]:
             "last_rebalance_seconds": group.last_rebalance_seconds,
         })
     live = consumer._liveness
+    if group is not None:
+        config = consumer.config
+        out["group_health"] = group_health(HealthInputs(
+            group.group_id, config.max_poll_interval_ms, config.session_timeout_ms,
+            joins=group.join_failures, lookups=group.cluster.coordinator_lookups(group.group_id),
+            heartbeats=live.failure_log if live is not None and group.membership.is_stable else None,
+            coordinator_unreachable_since=group.coordinator_unreachable_since), now)
+    cluster = consumer._cluster
+    if cluster is not None:
+        out["connection_failures"] = cluster.monitor.failing()  # subject -> last error, while failing
     if live is not None:
         out.update({
             "heartbeats_sent": live.heartbeats_sent,

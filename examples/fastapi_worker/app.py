@@ -7,7 +7,9 @@
   task finishes the batch in hand, then ``close()`` commits and sends LeaveGroup, so the group
   hands this worker's partitions to the others at once instead of after session_timeout_ms.
 - ``GET /health``: 200 only while the member is in a stable group AND polling in time; 503 with
-  the reason otherwise. Point a readiness/liveness probe at it.
+  the reason otherwise, and the last error when joining keeps failing (longer than
+  max_poll_interval_ms) or the coordinator stays unreachable (longer than session_timeout_ms).
+  Point a readiness/liveness probe at it.
 - ``GET /metrics``: ``consumer.metrics()`` as JSON, plus how many records this worker processed.
 
 Any consumer setting can be given as ``KAFKA_<NAME>``, e.g. ``KAFKA_MAX_POLL_INTERVAL_MS=60000``.
@@ -89,6 +91,9 @@ def health_report(metrics: Mapping[str, Any], max_poll_interval: float,
     """(healthy, reason): healthy only in a STABLE group with the last poll() within max_poll_interval."""
     if failure is not None:
         return False, f"the poll task stopped: {type(failure).__name__}: {failure}"
+    group_health = metrics.get("group_health") or {}
+    if group_health.get("healthy") is False:
+        return False, f"{group_health['problem']}; last error: {group_health['last_error']}"
     state = metrics.get("group_state")
     if state != "STABLE":
         return False, f"group state is {state}, not STABLE"
@@ -125,7 +130,8 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
         healthy, reason = health_report(metrics, worker.consumer.config.max_poll_interval, worker.failure())
         body = {"status": "ok" if healthy else "unavailable", "reason": reason,
                 "group_state": metrics.get("group_state"),
-                "seconds_since_last_poll": metrics.get("seconds_since_last_poll")}
+                "seconds_since_last_poll": metrics.get("seconds_since_last_poll"),
+                "last_error": (metrics.get("group_health") or {}).get("last_error")}
         return JSONResponse(body, status_code=200 if healthy else 503)
 
     @app.get("/metrics")

@@ -53,6 +53,10 @@ def test_health_report_rules():
     healthy, reason = report(stable, 60.0, RuntimeError("boom"))
     assert not healthy
     assert "RuntimeError: boom" in reason
+    failing = {"group_state": "UNJOINED", "seconds_since_last_poll": 0.1, "group_health": {
+        "healthy": False, "problem": "joining group 'g' has failed for 61.0 s", "last_error": "dropped"}}
+    assert report(failing, 60.0) == (False, "joining group 'g' has failed for 61.0 s; last error: dropped")
+    assert report({**stable, "group_health": {"healthy": True}}, 300.0)[0] is True
 
 
 def test_properties_from_env_maps_kafka_names():
@@ -160,3 +164,53 @@ def _owns_all(consumer: Consumer):
     async def check() -> bool:
         return len(consumer.assignment()) == PARTITIONS
     return check
+
+
+@pytest.mark.asyncio
+async def test_health_turns_unhealthy_with_the_last_error_while_joining_keeps_failing(
+        mock_cluster, unique_topic, unique_group, tmp_path):
+    """A coordinator that drops every JoinGroup (the mock advertises v6 but cannot parse it):
+    past session_timeout_ms, /health says 503 with the error; once the broker is fixed, 200."""
+    from aiokafka_lite.testing.mock_cluster import ApiKey
+
+    mock_cluster.create_topic(unique_topic, partitions=2)
+    mock_cluster.set_api_version(ApiKey.JOIN_GROUP, 0, 6)
+    port = free_port()
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": mock_cluster.bootstrap_servers, "KAFKA_TOPICS": unique_topic,
+           "KAFKA_GROUP_ID": unique_group, "KAFKA_SESSION_TIMEOUT_MS": "3000",
+           "KAFKA_HEARTBEAT_INTERVAL_MS": "500", "KAFKA_MAX_POLL_INTERVAL_MS": "60000"}
+    log_path = tmp_path / "uvicorn.log"
+    with log_path.open("w") as log:
+        server = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "uvicorn", "app:app", "--app-dir", str(APP_DIR), "--host", "127.0.0.1",
+            "--port", str(port), env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as http:
+            async def unhealthy_with_reason():
+                response = await _get(http, "/health")
+                if response is None or response.status_code != 503:
+                    return None
+                return response if "unreachable" in response.json()["reason"] else None
+
+            body = (await eventually(unhealthy_with_reason, 30, "/health 503 naming the coordinator")).json()
+            assert body["status"] == "unavailable"
+            assert "longer than session_timeout_ms=3000" in body["reason"]
+            assert "awaiting JoinGroup v6" in body["last_error"]
+            assert "awaiting JoinGroup v6" in body["reason"]
+
+            mock_cluster.set_api_version(ApiKey.JOIN_GROUP, 0, 5)
+
+            async def healthy():
+                response = await _get(http, "/health")
+                return response if response is not None and response.status_code == 200 else None
+
+            assert (await eventually(healthy, 30, "/health 200 after the fix")).json()["last_error"] is None
+        server.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(server.wait(), 15)
+    finally:
+        if server.returncode is None:
+            server.kill()
+        await server.wait()
+    log_text = log_path.read_text()
+    assert log_text.count("WARNING:aiokafka_lite") == 1, log_text
+    assert "Traceback" not in log_text

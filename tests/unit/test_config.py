@@ -611,3 +611,11 @@ def test_settings_table_descriptions_say_what_timeouts_govern() -> None:
     assert "poll()" in docs["max_poll_interval_ms"]
     assert "rebalance" in docs["max_poll_interval_ms"]
     assert "pattern" in docs["metadata_max_age_ms"]
+
+
+def test_retry_backoff_max_from_java_property_names() -> None:
+    config = ConsumerConfig.from_properties({"retry.backoff.ms": "200", "retry.backoff.max.ms": "5000"})
+    assert (config.retry_backoff_ms, config.retry_backoff_max_ms) == (200, 5000)
+    assert config.retry_backoff_max == 5.0
+    with pytest.raises(ConfigError, match="retry_backoff_ms=200: it must not exceed retry_backoff_max_ms=50"):
+        ConsumerConfig.from_properties({"retry.backoff.ms": "200", "retry.backoff.max.ms": "50"})

@@ -121,9 +121,31 @@ def test_failure_retries_after_backoff_sooner_than_the_interval() -> None:
     t.on_heartbeat_sent(T0 + 3.0)
     t.on_heartbeat_failure(T0 + 3.2)
     assert not t.heartbeat_in_flight
-    assert t.time_to_next_heartbeat(T0 + 3.2) == pytest.approx(BACKOFF)
+    wait = t.time_to_next_heartbeat(T0 + 3.2)
+    assert BACKOFF * 0.8 <= wait <= BACKOFF * 1.2  # +-20% jitter
     assert not t.should_heartbeat(T0 + 3.2)
-    assert t.should_heartbeat(T0 + 3.2 + BACKOFF)
+    assert t.should_heartbeat(T0 + 3.2 + wait)
+
+
+def test_failures_in_a_row_back_off_exponentially_up_to_the_cap() -> None:
+    t = LivenessTimers(SESSION, INTERVAL, MAX_POLL, retry_backoff=BACKOFF, retry_backoff_max=1.0)
+    t.on_join(T0)
+    now = T0
+    waits = []
+    for _ in range(7):
+        t.on_heartbeat_sent(now)
+        t.on_heartbeat_failure(now)
+        waits.append(t.time_to_next_heartbeat(now))
+        now += waits[-1]
+    for attempt, wait in enumerate(waits):
+        nominal = min(BACKOFF * 2 ** attempt, 1.0)
+        assert nominal * 0.8 <= wait <= nominal * 1.2, waits
+    assert t.heartbeat_failures_in_a_row == 7
+    t.on_heartbeat_sent(now)
+    t.on_heartbeat_success(now)
+    t.on_heartbeat_sent(now)
+    t.on_heartbeat_failure(now)
+    assert t.time_to_next_heartbeat(now) <= BACKOFF * 1.2  # a success starts the backoff over
 
 
 def test_failure_backoff_is_capped_at_the_interval() -> None:
@@ -302,3 +324,20 @@ def test_pure_modules_import_no_asyncio_socket_or_time(module: str) -> None:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             imported.add(node.module.split(".")[0])
     assert not imported & {"asyncio", "socket", "time", "threading", "selectors"}
+
+
+def test_retry_backoff_max_set_later_caps_the_failure_backoff() -> None:
+    t = joined()
+    t.set_retry_backoff_max(0.3)
+    now = T0
+    for _ in range(6):
+        t.on_heartbeat_sent(now)
+        t.on_heartbeat_failure(now)
+        wait = t.time_to_next_heartbeat(now)
+        assert wait <= 0.3 * 1.2
+        now += wait
+    t.set_retry_backoff_max(60.0)  # the heartbeat interval caps it anyway
+    for _ in range(12):
+        t.on_heartbeat_sent(now)
+        t.on_heartbeat_failure(now)
+        assert t.time_to_next_heartbeat(now) <= INTERVAL
