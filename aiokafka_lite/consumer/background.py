@@ -51,8 +51,6 @@ class LivenessTasks:
         self.poll_lapses = 0
         self.last_leave_delay: float | None = None  # seconds from the poll deadline to LeaveGroup sent
         self.failure_log = heartbeat_failure_log(group, clock)
-        # The consumer builds the timers without retry_backoff_max_ms; it is the group's setting.
-        timers.set_retry_backoff_max(group.config.retry_backoff_max)
 
     def start(self) -> None:
         if not self._tasks:

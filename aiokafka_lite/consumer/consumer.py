@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from .._net.backoff import Backoff
 from .._net.cluster import Cluster
 from ..config import ConsumerConfig
 from ..errors import (
@@ -78,7 +79,7 @@ class Consumer:
         self._side_tasks: set[asyncio.Future[Any]] = set()
         self._commits = CommitQueue()
         self._timers = LivenessTimers(config.session_timeout, config.heartbeat_interval,
-                                      config.max_poll_interval, config.retry_backoff)
+                                      config.max_poll_interval, config.retry_backoff, config.retry_backoff_max)
         # The poll clock is shared with the heartbeat thread in heartbeat_mode="thread". Liveness
         # clocks read time.monotonic() in both modes (the thread cannot read the loop's clock).
         self._timers_lock = threading.Lock()
@@ -412,12 +413,15 @@ class Consumer:
         return result
 
     async def _retry_on_connection(self, call: Callable[[], Any]) -> Any:
+        backoff = Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
         while True:
             try:
                 return await call()
             except (KafkaConnectionError, KafkaTimeoutError) as exc:  # one request's; `bounded` ends the call
-                log.info("retrying after a connection error: %s", exc)
-                await asyncio.sleep(self.config.retry_backoff)
+                # The connection's own failure log has said it; here only the retry.
+                backoff.failed(time.monotonic())
+                log.debug("retrying after a connection error: %s", exc)
+                await asyncio.sleep(backoff.delay())
 
     def _check_group_id(self, what: str) -> None:
         if self.config.group_id is None:

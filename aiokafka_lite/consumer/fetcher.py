@@ -17,11 +17,14 @@ from __future__ import annotations
 # exactly one asyncio.timeout() per call, which is what ASYNC109 asks for anyway.
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._net.backoff import Backoff
+from .._net.failure_log import FailureLog
 from ..errors import (
     ERROR_CODE_BY_NAME,
     BrokerError,
@@ -86,7 +89,8 @@ class Fetcher:
                  isolation_level: int = 0, check_crcs: bool = True, request_timeout: float = 30.0,
                  key_deserializer: Deserializer | None = None,
                  value_deserializer: Deserializer | None = None,
-                 client_rack: str | None = None, retry_backoff: float = 0.1) -> None:
+                 client_rack: str | None = None, retry_backoff: float = 0.1,
+                 retry_backoff_max: float = 1.0) -> None:
         self._cluster = cluster
         self._subscription = subscription
         self._min_bytes = fetch_min_bytes
@@ -99,6 +103,9 @@ class Fetcher:
         self._convert = _converter(key_deserializer, value_deserializer)
         self._rack = client_rack or ""
         self._retry_backoff = retry_backoff
+        self._retry_backoff_max = retry_backoff_max
+        # Per broker: failed fetches back off exponentially (KIP-580) and are said once.
+        self._node_failures: dict[int, tuple[Backoff, FailureLog]] = {}
         # Set when a partition's leader is unknown or moved; the poll path refreshes and clears it.
         self.metadata_refresh_needed = False
         self._completed: dict[TopicPartition, _CompletedFetch] = {}  # insertion order: hand-out turn
@@ -221,6 +228,7 @@ class Fetcher:
             timeout = self._request_timeout + self._max_wait_ms / 1000
             response = await conn.send(FETCH, version, body, timeout=timeout)
             stored = self._store_response(node_id, offsets, epoch, response)
+            self._fetch_succeeded(node_id)
         except Exception as exc:
             self._fetch_failed(node_id, exc)
         finally:
@@ -236,20 +244,38 @@ class Fetcher:
             self._retry_later(node_id)
 
     def _fetch_failed(self, node_id: int, exc: Exception) -> None:
-        log.info("fetch from broker %d failed: %s; retrying in %.3f s", node_id, exc, self._retry_backoff)
+        failures = self._node_failures.get(node_id)
+        if failures is None:
+            failures = self._node_failures[node_id] = (
+                Backoff(self._retry_backoff, self._retry_backoff_max),
+                # A broker restart fails fetches too: normal operation, never a WARNING.
+                FailureLog(log, f"fetch from broker {node_id}", warn_after_failures=None))
+        backoff, said = failures
+        backoff.failed(time.monotonic())
+        delay = backoff.delay()
+        said.failed(exc, then=f"retrying in {delay:.3f} s")
         if not _transient(exc):
             self._errors.append(exc)  # raised once from the next fetched_records()
         self.metadata_refresh_needed = True
         self._forget_preferred(node_id)
-        self._retry_later(node_id)
+        self._retry_later(node_id, delay)
         self._data_ready.set()
 
-    def _retry_later(self, node_id: int) -> None:
-        """No fetch to ``node_id`` for one backoff; then send_fetches() runs by itself."""
+    def _fetch_succeeded(self, node_id: int) -> None:
+        failures = self._node_failures.pop(node_id, None)
+        if failures is not None:
+            failures[1].recovered()
+
+    def _retry_later(self, node_id: int, delay: float | None = None) -> None:
+        """No fetch to ``node_id`` for `delay` (one retry backoff); then send_fetches() runs by itself."""
+        delay = self._retry_backoff if delay is None else delay
         loop = asyncio.get_running_loop()
-        self._node_backoff[node_id] = loop.time() + self._retry_backoff
-        if node_id not in self._retry_timers and not self._closed:
-            self._retry_timers[node_id] = loop.call_later(self._retry_backoff, self._retry, node_id)
+        self._node_backoff[node_id] = loop.time() + delay
+        timer = self._retry_timers.pop(node_id, None)
+        if timer is not None:
+            timer.cancel()
+        if not self._closed:
+            self._retry_timers[node_id] = loop.call_later(delay, self._retry, node_id)
 
     def _retry(self, node_id: int) -> None:
         self._retry_timers.pop(node_id, None)

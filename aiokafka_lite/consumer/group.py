@@ -356,6 +356,7 @@ class GroupCoordinator:
                 "committed_metadata": om.metadata,
             }),
         }
+        backoff = self.retry_backoff()
         while True:
             _, resp = await self._send(OFFSET_COMMIT, body, timeout)
             codes = {p["error_code"] for t in resp["topics"] for p in t["partitions"]} - {NONE}
@@ -365,7 +366,8 @@ class GroupCoordinator:
                 self._standalone_commit_failed(codes)
             else:
                 self._commit_failed(codes, generation[0])
-            await asyncio.sleep(self.config.retry_backoff)
+            backoff.failed(time.monotonic())
+            await asyncio.sleep(backoff.delay())
 
     def _commit_failed(self, codes: set[int], generation_id: int) -> None:
         # Events carry the generation the commit was sent in: a late answer about an older
@@ -414,6 +416,7 @@ class GroupCoordinator:
     async def fetch_committed(self, tps: list[TopicPartition], timeout: float | None
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         topics = _by_topic({tp: None for tp in tps}, lambda tp, _: tp.partition, key="partition_indexes")
+        backoff = self.retry_backoff()
         while True:
             _, resp = await self._send(OFFSET_FETCH, _offset_fetch_body(self.group_id, topics), timeout)
             result, retry = _parse_offset_fetch(resp)
@@ -421,7 +424,13 @@ class GroupCoordinator:
                 return {tp: result.get(tp) for tp in tps}
             for code in retry:
                 self.coordinator_error(code)
-            await asyncio.sleep(self.config.retry_backoff)
+            backoff.failed(time.monotonic())
+            await asyncio.sleep(backoff.delay())
+
+    def retry_backoff(self) -> Backoff:
+        """A fresh exponential backoff for one call's retries: retry_backoff_ms doubling up to
+        retry_backoff_max_ms, with jitter (KIP-580)."""
+        return Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
 
 
 def heartbeat_body(group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> dict[str, Any]:

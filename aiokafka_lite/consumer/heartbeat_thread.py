@@ -55,8 +55,6 @@ class HeartbeatThread:
         self.poll_lapses = 0
         self.last_leave_delay: float | None = None
         self.failure_log = heartbeat_failure_log(group, time.monotonic)  # written by the thread only
-        with lock:  # the consumer builds the timers without retry_backoff_max_ms
-            timers.set_retry_backoff_max(group.config.retry_backoff_max)
         self._identity: MemberIdentity | None = None
         self._pending: deque[Callable[[], None]] = deque()
         self._wake = threading.Event()

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from .._net.backoff import Backoff
 from ..errors import (
     ERROR_CODE_BY_NAME,
     BrokerError,
@@ -80,10 +82,12 @@ class OffsetLookup:
     """ListOffsets for many partitions at once, with retries bounded by one timeout."""
 
     def __init__(self, cluster: ClusterLike, *, isolation_level: int = READ_UNCOMMITTED,
-                 retry_backoff: float = 0.1, request_timeout: float = 30.0) -> None:
+                 retry_backoff: float = 0.1, request_timeout: float = 30.0,
+                 retry_backoff_max: float = 1.0) -> None:
         self._cluster = cluster
         self._isolation_level = isolation_level
         self._retry_backoff = retry_backoff
+        self._retry_backoff_max = retry_backoff_max
         self._request_timeout = request_timeout
 
     # ------------------------------------------------------------------ public helpers
@@ -159,11 +163,13 @@ class OffsetLookup:
 
     async def _until_done(self, pending: dict[TopicPartition, int],
                           found: dict[TopicPartition, OffsetAndTimestamp], scope: asyncio.Timeout) -> None:
+        backoff = Backoff(self._retry_backoff, self._retry_backoff_max)
         while True:
             await self._one_round(pending, found, scope)
             if not pending:
                 return
-            await asyncio.sleep(self._retry_backoff)
+            backoff.failed(time.monotonic())
+            await asyncio.sleep(backoff.delay())
             topics = sorted({tp.topic for tp in pending})
             await self._cluster.refresh_metadata(topics, timeout=self._request_timeout_within(scope))
 
@@ -193,7 +199,7 @@ class OffsetLookup:
             response = await conn.send(LIST_OFFSETS, version, body, timeout=request_timeout)
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             # Only this request's own timeout: the caller's overall timeout cancels us instead.
-            log.info("ListOffsets to broker %d failed (%s); retrying", node_id, exc)
+            log.debug("ListOffsets to broker %d failed (%s); retrying", node_id, exc)  # the connection said it
             return
         for tp, answer, code in _partition_answers(response):
             if tp not in asked:

@@ -30,9 +30,11 @@ def make_fetcher(config: ConsumerConfig, cluster: Cluster, subscription: Subscri
         value_deserializer=config.value_deserializer,
         client_rack=config.client_rack or None,
         retry_backoff=config.retry_backoff,
+        retry_backoff_max=config.retry_backoff_max,
     )
 
 
 def make_offset_lookup(config: ConsumerConfig, cluster: Cluster) -> OffsetLookup:
     return OffsetLookup(cluster, isolation_level=ISOLATION_LEVELS[config.isolation_level],
-                        retry_backoff=config.retry_backoff, request_timeout=config.request_timeout)
+                        retry_backoff=config.retry_backoff, request_timeout=config.request_timeout,
+                        retry_backoff_max=config.retry_backoff_max)
