@@ -49,7 +49,9 @@ async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, 
     given by name win over them.
     """
     render = record_json if output_format == "json" else record_text
-    settings = {"client.id": "aiokafka-lite-cli", **(properties or {}), "bootstrap.servers": bootstrap,
+    # Looking a topic up must not create it: a mistyped name is an error here, not a new topic.
+    settings = {"client.id": "aiokafka-lite-cli", "allow.auto.create.topics": "false", **(properties or {}),
+                "bootstrap.servers": bootstrap,
                 "group.id": group, "auto.offset.reset": start}
     consumer = Consumer.from_properties(settings)
     try:

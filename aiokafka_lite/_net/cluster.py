@@ -26,7 +26,7 @@ from ..protocol.api import Api
 from ..protocol.messages import FIND_COORDINATOR, METADATA
 from ..structs import TopicPartition
 from .backoff import Backoff
-from .connection import DEFAULT, Connection, Timeout, _Default, _name
+from .connection import DEFAULT, Connection, Timeout, _Default, connection_name
 from .exceptions import map_exceptions
 from .failure_log import FailureLog
 from .metadata import BrokerInfo, MetadataCache
@@ -230,7 +230,7 @@ class Cluster:
             conn = await Connection.open(host, port, self.options, node_id=node_id, monitor=self.monitor)
         except TRANSIENT as exc:
             backoff.failed(time.monotonic())
-            self.monitor.connect_failed(_name(host, port, node_id), (host, port), exc)
+            self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
             raise
         backoff.succeeded()
         return conn

@@ -102,7 +102,7 @@ class Connection:
         """Connect, negotiate API versions and authenticate, all within one ``timeout``."""
         seconds = options.request_timeout if isinstance(timeout, _Default) else timeout
         ssl_context = build_ssl_context(options)
-        with map_exceptions(f"connecting to {_name(host, port, node_id)}", seconds):
+        with map_exceptions(f"connecting to {connection_name(host, port, node_id)}", seconds):
             async with asyncio.timeout(seconds):
                 # A small StreamReader limit would pause and resume the socket for every 64 KiB of
                 # a multi-MB fetch response; let a whole frame buffer at once.
@@ -299,13 +299,13 @@ class Connection:
             await self._writer.wait_closed()
 
     def __repr__(self) -> str:
-        return f"<Connection {_name(self.host, self.port, self.node_id)}>"
+        return f"<Connection {connection_name(self.host, self.port, self.node_id)}>"
 
     def __str__(self) -> str:
-        return _name(self.host, self.port, self.node_id)
+        return connection_name(self.host, self.port, self.node_id)
 
 
-def _name(host: str, port: int, node_id: int | None) -> str:
+def connection_name(host: str, port: int, node_id: int | None) -> str:
     return f"broker {host}:{port}" + ("" if node_id is None else f" (node {node_id})")
 
 

@@ -89,18 +89,25 @@ class SlowRevoke(ConsumerRebalanceListener):
 async def consumer_in(state: str, request: pytest.FixtureRequest, topic: str,
                       group: str) -> AsyncIterator[tuple[Consumer, TopicPartition]]:
     tp = TopicPartition(topic, 0)
+    async with contextlib.AsyncExitStack() as stack:
+        consumer = await _put_in(state, request, tp, group, stack)
+        try:
+            yield consumer, tp
+        finally:
+            await consumer.close(timeout=1)
+
+
+async def _put_in(state: str, request: pytest.FixtureRequest, tp: TopicPartition, group: str,
+                  stack: contextlib.AsyncExitStack) -> Consumer:
+    """A consumer in `state`; what keeps it there is left on `stack`."""
+    topic = tp.topic
     if state in ("start_failed", "broker_silent"):
-        async with silent_server() as bootstrap:
-            consumer = Consumer(**base_settings(bootstrap, group))
-            consumer.assign([tp])
-            if state == "start_failed":
-                with pytest.raises(KafkaTimeoutError):
-                    await consumer.start(timeout=0.3)
-            try:
-                yield consumer, tp
-            finally:
-                await consumer.close(timeout=1)
-        return
+        consumer = Consumer(**base_settings(await stack.enter_async_context(silent_server()), group))
+        consumer.assign([tp])
+        if state == "start_failed":
+            with pytest.raises(KafkaTimeoutError):
+                await consumer.start(timeout=0.3)
+        return consumer
     if state == "coordinator_unknown":
         mock = request.getfixturevalue("mock_cluster")
         mock.create_topic(topic, partitions=1)
@@ -108,50 +115,39 @@ async def consumer_in(state: str, request: pytest.FixtureRequest, topic: str,
         consumer = Consumer(**base_settings(mock.bootstrap_servers, group))
         consumer.assign([tp])
         await consumer.start(timeout=10)
-        try:
-            yield consumer, tp
-        finally:
-            await consumer.close(timeout=1)
-        return
+        return consumer
     broker = request.getfixturevalue("apache_kafka_broker")
     create_topic(broker, topic, partitions=1)
     consumer = Consumer(**base_settings(broker.bootstrap_servers, group))
     if state == "not_started":
         consumer.assign([tp])
-        try:
-            yield consumer, tp
-        finally:
-            await consumer.close(timeout=1)
-        return
+        return consumer
     consumer.subscribe([topic], listener=SlowRevoke() if state == "closing" else None)
     await poll_until(consumer, lambda _: consumer.assignment() == {tp}, timeout=30)
     if state == "closed":
         await consumer.close(timeout=5)
-        yield consumer, tp
-        return
+        return consumer
     if state == "closing":
         closing = asyncio.create_task(consumer.close(timeout=30))
+        stack.push_async_callback(_cancelled, closing)
         await asyncio.sleep(0.3)  # close() is now in the slow revocation
         assert not closing.done()
-        try:
-            yield consumer, tp
-        finally:
-            closing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await closing
-            await consumer.close(timeout=1)
-        return
+        return consumer
     assert state == "rebalancing"
-    async with Consumer(topic, **base_settings(broker.bootstrap_servers, group)) as other, Poller(other):
-        # The other member's JoinGroup starts a rebalance; our next heartbeats (every 0.3 s)
-        # learn of it, and the group waits for this member to rejoin.
-        await asyncio.sleep(1.0)
-        assert consumer.metrics()["group_state"] == "STABLE"
-        assert not other.assignment()
-        try:
-            yield consumer, tp
-        finally:
-            await consumer.close(timeout=1)
+    other = await stack.enter_async_context(Consumer(topic, **base_settings(broker.bootstrap_servers, group)))
+    await stack.enter_async_context(Poller(other))
+    # The other member's JoinGroup starts a rebalance; our next heartbeats (every 0.3 s) learn of
+    # it, and the group waits for this member to rejoin.
+    await asyncio.sleep(1.0)
+    assert consumer.metrics()["group_state"] == "STABLE"
+    assert not other.assignment()
+    return consumer
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _report(state: str, method: str, outcome: str, elapsed: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import signal
@@ -82,11 +83,26 @@ async def test_worker_serves_health_and_metrics_and_leaves_the_group_on_sigterm(
     bootstrap = apache_kafka_broker.bootstrap_servers
     create_topic(bootstrap, unique_topic, partitions=PARTITIONS)
     produce(bootstrap, unique_topic, [{"value": f"v{i}", "partition": i % PARTITIONS} for i in range(RECORDS)])
-    port = free_port()
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPICS": unique_topic,
            "KAFKA_GROUP_ID": unique_group, "KAFKA_AUTO_OFFSET_RESET": "earliest",
            "KAFKA_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS), "KAFKA_HEARTBEAT_INTERVAL_MS": "500",
            "KAFKA_CLIENT_ID": "fastapi-worker"}
+    async with running_worker(env, tmp_path) as (server, http, log_path):
+        await _check_running_worker(http)
+        await _check_sigterm_hands_partitions_over(server, bootstrap, unique_topic, unique_group, http)
+    log_text = log_path.read_text()
+    # uvicorn re-raises the signal it handled once it has shut down gracefully.
+    assert server.returncode in (0, -signal.SIGTERM), log_text
+    assert "consumer closed: offsets committed, LeaveGroup sent" in log_text
+    assert "Finished server process" in log_text
+    assert "Traceback" not in log_text
+
+
+@contextlib.asynccontextmanager
+async def running_worker(env: dict[str, str], tmp_path: Path):
+    """The example app under uvicorn on a free loopback port, with an HTTP client for it; the
+    server is killed at the end if it is still running. Yields (server, http, log path)."""
+    port = free_port()
     log_path = tmp_path / "uvicorn.log"
     with log_path.open("w") as log:
         server = await asyncio.create_subprocess_exec(
@@ -94,18 +110,11 @@ async def test_worker_serves_health_and_metrics_and_leaves_the_group_on_sigterm(
             "--port", str(port), env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as http:
-            await _check_running_worker(http)
-            await _check_sigterm_hands_partitions_over(server, bootstrap, unique_topic, unique_group, http)
+            yield server, http, log_path
     finally:
         if server.returncode is None:
             server.kill()
         await server.wait()
-    log_text = log_path.read_text()
-    # uvicorn re-raises the signal it handled once it has shut down gracefully.
-    assert server.returncode in (0, -signal.SIGTERM), log_text
-    assert "consumer closed: offsets committed, LeaveGroup sent" in log_text
-    assert "Finished server process" in log_text
-    assert "Traceback" not in log_text
 
 
 async def _get(http, path: str):
@@ -175,42 +184,31 @@ async def test_health_turns_unhealthy_with_the_last_error_while_joining_keeps_fa
 
     mock_cluster.create_topic(unique_topic, partitions=2)
     mock_cluster.set_api_version(ApiKey.JOIN_GROUP, 0, 6)
-    port = free_port()
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": mock_cluster.bootstrap_servers, "KAFKA_TOPICS": unique_topic,
            "KAFKA_GROUP_ID": unique_group, "KAFKA_SESSION_TIMEOUT_MS": "3000",
            "KAFKA_HEARTBEAT_INTERVAL_MS": "500", "KAFKA_MAX_POLL_INTERVAL_MS": "60000"}
-    log_path = tmp_path / "uvicorn.log"
-    with log_path.open("w") as log:
-        server = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "uvicorn", "app:app", "--app-dir", str(APP_DIR), "--host", "127.0.0.1",
-            "--port", str(port), env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as http:
-            async def unhealthy_with_reason():
-                response = await _get(http, "/health")
-                if response is None or response.status_code != 503:
-                    return None
-                return response if "unreachable" in response.json()["reason"] else None
+    async with running_worker(env, tmp_path) as (server, http, log_path):
+        async def unhealthy_with_reason():
+            response = await _get(http, "/health")
+            if response is None or response.status_code != 503:
+                return None
+            return response if "unreachable" in response.json()["reason"] else None
 
-            body = (await eventually(unhealthy_with_reason, 30, "/health 503 naming the coordinator")).json()
-            assert body["status"] == "unavailable"
-            assert "longer than session_timeout_ms=3000" in body["reason"]
-            assert "awaiting JoinGroup v6" in body["last_error"]
-            assert "awaiting JoinGroup v6" in body["reason"]
+        body = (await eventually(unhealthy_with_reason, 30, "/health 503 naming the coordinator")).json()
+        assert body["status"] == "unavailable"
+        assert "longer than session_timeout_ms=3000" in body["reason"]
+        assert "awaiting JoinGroup v6" in body["last_error"]
+        assert "awaiting JoinGroup v6" in body["reason"]
 
-            mock_cluster.set_api_version(ApiKey.JOIN_GROUP, 0, 5)
+        mock_cluster.set_api_version(ApiKey.JOIN_GROUP, 0, 5)
 
-            async def healthy():
-                response = await _get(http, "/health")
-                return response if response is not None and response.status_code == 200 else None
+        async def healthy():
+            response = await _get(http, "/health")
+            return response if response is not None and response.status_code == 200 else None
 
-            assert (await eventually(healthy, 30, "/health 200 after the fix")).json()["last_error"] is None
+        assert (await eventually(healthy, 30, "/health 200 after the fix")).json()["last_error"] is None
         server.send_signal(signal.SIGTERM)
         await asyncio.wait_for(server.wait(), 15)
-    finally:
-        if server.returncode is None:
-            server.kill()
-        await server.wait()
     log_text = log_path.read_text()
     assert log_text.count("WARNING:aiokafka_lite") == 1, log_text
     assert "Traceback" not in log_text
