@@ -58,8 +58,12 @@ def settings(broker: Any, group: str | None = None, **extra: Any) -> dict[str, A
     return base
 
 
-def send_records(broker: Any, tp: TopicPartition, count: int, start_ts: int = 0, first: int = 0) -> None:
-    """``count`` records to ``tp``: key ``key i``, value ``value i``, timestamp ``start_ts + i``."""
+def send_records(broker: Any, tp: TopicPartition, count: int, start_ts: int = 1000, first: int = 0) -> None:
+    """``count`` records to ``tp``: key ``key i``, value ``value i``, timestamp ``start_ts + i``.
+
+    librdkafka reads a timestamp of 0 as "now", so Kafka's ``startingTimestamp = 0`` is 1000 here.
+    """
+    assert start_ts + first > 0, "a timestamp of 0 means 'now' to librdkafka"
     produce(broker, tp.topic, [{"key": f"key {i}", "value": f"value {i}", "partition": tp.partition,
                                 "timestamp": start_ts + i} for i in range(first, first + count)])
 

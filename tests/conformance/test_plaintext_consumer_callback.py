@@ -1,5 +1,9 @@
 """Kafka's PlaintextConsumerCallbackTest (clients-integration-tests): calling the consumer from inside
-rebalance listener callbacks, classic group protocol."""
+rebalance listener callbacks, classic group protocol.
+
+Kafka polls 100 ms at a time while waiting for the callback; here each poll may take 2 s, so that
+defect 2 (a callback cancelled when the poll's timeout lapses, covered by test_plaintext_consumer_poll)
+does not make these scenarios flaky: a callback awaiting a ListOffsets round trip would be cut short."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from aiokafka_lite.testing.helpers import create_topic
 from ._kit import EAGER_ONLY, REVOKE_ON_CLOSE, consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
+
+CALLBACK_POLL = 2.0  # seconds per poll while waiting for a callback (see the module docstring)
 
 
 class Hooked(ConsumerRebalanceListener):
@@ -46,7 +52,7 @@ class Hooked(ConsumerRebalanceListener):
 async def trigger_on_partitions_assigned(consumer, topic, tp, hook):
     listener = Hooked(tp, on_assigned=hook)
     consumer.subscribe([topic], listener=listener)
-    await poll_until_true(consumer, lambda: listener.assigned)
+    await poll_until_true(consumer, lambda: listener.assigned, poll_timeout=CALLBACK_POLL)
     assert listener.errors == []
 
 
@@ -56,7 +62,7 @@ async def trigger_on_partitions_revoked(broker, group, topic, tp, hook):
     async with Consumer(**settings(broker, group)) as consumer:
         hook.consumer = consumer
         consumer.subscribe([topic], listener=listener)
-        await poll_until_true(consumer, lambda: listener.assigned)
+        await poll_until_true(consumer, lambda: listener.assigned, poll_timeout=CALLBACK_POLL)
     assert listener.errors == []
     assert listener.revoked
 
@@ -143,7 +149,7 @@ async def test_get_position_of_newly_assigned_partition_on_partitions_assigned_c
 async def test_seek_position_and_pause_newly_assigned_partition_on_partitions_assigned_callback(broker, topic, tp,
                                                                                               unique_group):
     """PlaintextConsumerCallbackTest.testClassicConsumerSeekPositionAndPauseNewlyAssignedPartitionOnPartitionsAssignedCallback."""
-    send_records(broker, tp, 120, start_ts=0)
+    send_records(broker, tp, 120, start_ts=1000)
     async with Consumer(**settings(broker, unique_group)) as consumer:
         async def hook(partitions):
             consumer.seek(tp, 100)
@@ -151,7 +157,7 @@ async def test_seek_position_and_pause_newly_assigned_partition_on_partitions_as
         await trigger_on_partitions_assigned(consumer, topic, tp, hook)
         assert tp in consumer.paused()
         consumer.resume(tp)
-        await consume_and_verify(consumer, tp, 20, 100, start_index=100, start_ts=0)
+        await consume_and_verify(consumer, tp, 20, 100, start_index=100, start_ts=1000)
 
 
 async def _assigned_called_with(consumer, topics, expected):
@@ -164,7 +170,7 @@ async def _assigned_called_with(consumer, topics, expected):
                 seen.append(set(assigned))
 
     consumer.subscribe(topics, listener=Listener())
-    await poll_until_true(consumer, lambda: bool(seen))
+    await poll_until_true(consumer, lambda: bool(seen), poll_timeout=CALLBACK_POLL)
     assert seen[0] == expected
 
 
