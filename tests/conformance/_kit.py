@@ -11,8 +11,6 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import pytest
-
 from aiokafka_lite import Consumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka_lite.structs import TimestampType
 from aiokafka_lite.testing.helpers import produce
@@ -20,32 +18,9 @@ from aiokafka_lite.testing.helpers import produce
 from ..integration._consumers import Poller, poll_until
 
 __all__ = [
-    "CLOSE_DROPS_COMMITS", "DEFECT_2", "DEFECT_3_4", "DEFECT_4", "EAGER_ONLY", "INVALID_TOPIC_SILENT", "POLL_ZERO",
-    "PREFIX_MATCH", "REVOKE_ON_CLOSE",
     "CountingListener", "Poller", "await_assignment", "await_rebalance", "consume_and_verify", "consume_records",
     "poll_until", "poll_until_raises", "poll_until_true", "send_records", "settings",
 ]
-
-
-# Client defects these scenarios found (see README.md); each xfail names the one that fails it.
-DEFECT_2 = pytest.mark.xfail(strict=True, reason="defect 2: a rebalance listener callback is cancelled "
-                             "when poll(timeout) lapses while it runs")
-DEFECT_3_4 = pytest.mark.xfail(strict=True, reason="defects 3 and 4: commit() returns before earlier "
-                               "commit_async() calls complete; assign() with a group_id cannot commit")
-DEFECT_4 = pytest.mark.xfail(strict=True, reason="defect 4: a consumer with group_id using assign() cannot "
-                             "commit (CommitFailedError, nothing sent)")
-CLOSE_DROPS_COMMITS = pytest.mark.xfail(strict=True, reason="close() fails commit_async() calls still pending "
-                                        "with ConsumerClosedError instead of completing them (and defect 4)")
-REVOKE_ON_CLOSE = pytest.mark.xfail(strict=True, reason="inside on_partitions_revoked run by close(), every "
-                                    "consumer method raises ConsumerClosedError (close() marks it closed first)")
-EAGER_ONLY = pytest.mark.xfail(strict=True, reason="cooperative-sticky still rebalances eagerly: "
-                               "on_partitions_assigned gets the whole assignment, not only the added partitions")
-PREFIX_MATCH = pytest.mark.xfail(strict=True, reason="subscribe(pattern=) matches the start of a topic name "
-                                 "(re.match), not the whole name as Java's Pattern.matcher().matches()")
-INVALID_TOPIC_SILENT = pytest.mark.xfail(strict=True, reason="subscribing to an invalid topic name: poll() never "
-                                         "raises; the topic's INVALID_TOPIC_EXCEPTION in Metadata is ignored")
-POLL_ZERO = pytest.mark.xfail(strict=True, reason="poll(timeout=0) never returns records: the zero deadline "
-                              "cancels every poll at its first await, so no work completes")
 
 
 def settings(broker: Any, group: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import pytest
 
 from aiokafka_lite import Consumer, OffsetAndMetadata
 
-from ._kit import DEFECT_4, consume_and_verify, poll_until_true, send_records, settings
+from ._defects import ASSIGN_IGNORES_COMMITTED, DEFECT_4
+from ._kit import consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
 
@@ -81,7 +82,7 @@ async def test_assign_and_fetch_committed_offsets(broker, tp, unique_group):
             assert (await another.committed([tp]))[tp].offset == 100
 
 
-@DEFECT_4
+@ASSIGN_IGNORES_COMMITTED
 async def test_assign_and_consume_from_committed_offsets(broker, tp, unique_group):
     """PlaintextConsumerAssignTest.testAssignAndConsumeFromCommittedOffsets."""
     send_records(broker, tp, 100, start_ts=1000)

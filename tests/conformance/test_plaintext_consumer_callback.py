@@ -13,7 +13,8 @@ from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._kit import EAGER_ONLY, REVOKE_ON_CLOSE, consume_and_verify, poll_until_true, send_records, settings
+from ._defects import EAGER_ONLY, REVOKE_ON_CLOSE
+from ._kit import consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,16 +11,8 @@ from aiokafka_lite import Consumer, ConsumerRebalanceListener, OffsetAndMetadata
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._kit import (
-    CLOSE_DROPS_COMMITS,
-    DEFECT_3_4,
-    DEFECT_4,
-    await_assignment,
-    consume_and_verify,
-    poll_until_true,
-    send_records,
-    settings,
-)
+from ._defects import ASSIGN_IGNORES_COMMITTED, CLOSE_DROPS_COMMITS, DEFECT_3_4, DEFECT_4
+from ._kit import await_assignment, consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
 
@@ -171,7 +163,7 @@ async def test_subscribe_and_commit_sync(broker, topic, tp, tp2, unique_group):
         assert (await consumer.committed([tp]))[tp].offset == 0
 
 
-@DEFECT_4
+@ASSIGN_IGNORES_COMMITTED
 async def test_position_and_commit(broker, topic, tp, unique_group):
     """PlaintextConsumerCommitTest.testClassicConsumerPositionAndCommit."""
     send_records(broker, tp, 5, start_ts=1000)

@@ -10,9 +10,8 @@ from aiokafka_lite import Consumer, OffsetAndMetadata, TopicPartition
 from aiokafka_lite.errors import NoOffsetForPartitionError
 from aiokafka_lite.testing.helpers import create_topic
 
+from ._defects import DEFECT_2, POLL_ZERO
 from ._kit import (
-    DEFECT_2,
-    POLL_ZERO,
     CountingListener,
     Poller,
     await_rebalance,

@@ -14,15 +14,8 @@ from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite.errors import KafkaError
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._kit import (
-    INVALID_TOPIC_SILENT,
-    PREFIX_MATCH,
-    CountingListener,
-    await_assignment,
-    await_rebalance,
-    send_records,
-    settings,
-)
+from ._defects import INVALID_TOPIC_SILENT, PREFIX_MATCH
+from ._kit import CountingListener, await_assignment, await_rebalance, send_records, settings
 
 pytestmark = pytest.mark.asyncio
 
