@@ -32,3 +32,7 @@ INTERNAL_TOPICS_HIDDEN = pytest.mark.xfail(strict=True, reason="list_topics() le
                                            "exclude_internal_topics, meant for pattern subscriptions, filters it")
 POLL_ZERO = pytest.mark.xfail(strict=True, reason="poll(timeout=0) never returns records: the zero deadline "
                               "cancels every poll at its first await, so no work completes")
+ASSIGNED_CALLBACK_FAILURE_FETCHES = pytest.mark.xfail(strict=True, reason="records are fetched from partitions "
+                                                      "whose on_partitions_assigned raised (Java: not fetchable)")
+ASSIGN_NO_AUTO_COMMIT = pytest.mark.xfail(strict=True, reason="defect 4, and assign() does not auto-commit the "
+                                          "consumed offsets of the partitions it replaces")
