@@ -36,3 +36,5 @@ ASSIGNED_CALLBACK_FAILURE_FETCHES = pytest.mark.xfail(strict=True, reason="recor
                                                       "whose on_partitions_assigned raised (Java: not fetchable)")
 ASSIGN_NO_AUTO_COMMIT = pytest.mark.xfail(strict=True, reason="defect 4, and assign() does not auto-commit the "
                                           "consumed offsets of the partitions it replaces")
+NOT_STICKY = pytest.mark.xfail(strict=True, reason="cooperative-sticky moves more partitions than needed: "
+                               "JoinGroup never reports owned partitions (consumer/group.py _join_body)")
