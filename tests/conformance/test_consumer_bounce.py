@@ -219,7 +219,8 @@ async def test_close_during_rebalance(bounce_broker, unique_topic, unique_group)
         await asyncio.sleep(1.0)
         await asyncio.to_thread(bounce_broker.shutdown)
         try:
-            await close_within(consumer2, None, 0.0)  # no broker: no LeaveGroup to wait for
+            # No broker: no LeaveGroup to wait for. Bounded here so that a hang fails the test.
+            await asyncio.wait_for(close_within(consumer2, None, 0.0), 5.0)
         finally:
             second.cancel()
             await asyncio.gather(second, return_exceptions=True)

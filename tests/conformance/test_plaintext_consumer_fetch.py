@@ -3,6 +3,8 @@ fetch size limits."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
@@ -44,16 +46,20 @@ async def test_fetch_out_of_range_offset_reset_config_earliest(broker, tp):
 
 
 async def test_fetch_out_of_range_offset_reset_config_latest(broker, tp):
-    """PlaintextConsumerFetchTest.testFetchOutOfRangeOffsetResetConfigLatest (the record after the reset is
-    awaited over several polls, not one 50 ms poll)."""
-    send_records(broker, tp, 10, start_ts=1000)
+    """PlaintextConsumerFetchTest.testClassicConsumerFetchOutOfRangeOffsetResetConfigLatest (the record after
+    the reset is awaited over several polls, not one 50 ms poll)."""
+    send_records(broker, tp, 10)
     async with Consumer(**settings(broker, auto_offset_reset="latest", fetch_max_wait_ms=0)) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, 0)
         await consume_and_verify(consumer, tp, 5, 0, start_ts=1000)
         consumer.seek(tp, 10 + 17)  # out of range: reset to the latest offset
-        assert len(await consumer.poll(timeout=1.0)) == 0
-        send_records(broker, tp, 10, start_ts=1000, first=10)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while await consumer.position(tp) != 10:
+            assert loop.time() < deadline, "the position was not reset to the end (10)"
+            assert len(await consumer.poll(timeout=0.1)) == 0
+        send_records(broker, tp, 10, first=10)
         records = await poll_until(consumer, lambda got: len(got) >= 1, timeout=10)
         assert records[0].offset == 10
 
