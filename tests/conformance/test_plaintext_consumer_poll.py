@@ -95,7 +95,7 @@ async def test_max_poll_interval_ms_delay_in_revocation(broker, topic, tp, uniqu
         consumer.subscribe([topic], listener=listener)
         await await_rebalance(consumer, listener)
         consumer.subscribe([other], listener=listener)  # a rebalance while in the group
-        await await_rebalance(consumer, listener)
+        await await_rebalance(consumer, listener, timeout=15)
         assert outcome == {"committed_position": 0, "commit_completed": True}
 
 
@@ -113,7 +113,7 @@ async def test_max_poll_interval_ms_delay_in_assignment(broker, topic, unique_gr
 
         listener = SlowAssign()
         consumer.subscribe([topic], listener=listener)
-        await await_rebalance(consumer, listener)
+        await await_rebalance(consumer, listener, timeout=15)
         await ensure_no_rebalance(consumer, listener)
 
 
@@ -187,7 +187,7 @@ async def test_poll_eventually_returns_records_with_zero_timeout(broker, topic, 
     send_records(broker, tp, 100)
     async with Consumer(**settings(broker, unique_group)) as consumer:
         consumer.subscribe([topic])
-        batch = await await_non_empty_records(consumer, tp, poll_timeout=0)
+        batch = await await_non_empty_records(consumer, tp, poll_timeout=0, timeout=15)
         assert len(batch) == 100
 
 
@@ -218,7 +218,7 @@ async def test_consumer_recovery_on_poll_after_delayed_rebalance(broker, topic, 
     listener = SlowRevoke()
     async with Consumer(**settings(broker, unique_group, max_poll_interval_ms=1000)) as consumer:
         consumer.subscribe([topic], listener=listener)
-        batch = await await_non_empty_records(consumer, tp, poll_timeout=0)
+        batch = await await_non_empty_records(consumer, tp, poll_timeout=0, timeout=15)
         assert len(batch) == 10
         consumer.subscribe([other], listener=listener)
         await poll_until_true(consumer, lambda: exceeded["done"], timeout=30)
