@@ -150,11 +150,13 @@ class Consumer:
 
     async def close(self, timeout: float | None = 30.0) -> None:
         """Commit (if auto-commit), revoke, LeaveGroup within the timeout, then close by force.
-        Idempotent: a second call waits for the first, but no longer than its own timeout; then
-        it cuts the graceful part short and waits only for the forced part."""
+        `timeout=None` bounds the graceful part by request_timeout_ms, as Java does for an
+        unbounded close. Idempotent: a second call waits for the first, but no longer than its
+        own timeout; then it cuts the graceful part short and waits only for the forced part."""
         if self._close_task is None:
             self._closed = True
-            self._graceful_close = asyncio.create_task(close_gracefully(self, timeout),
+            graceful_limit = self.config.request_timeout if timeout is None else timeout
+            self._graceful_close = asyncio.create_task(close_gracefully(self, graceful_limit),
                                                        name="aiokafka-lite close (graceful)")
             self._close_task = asyncio.create_task(self._close(self._graceful_close), name="aiokafka-lite close")
         with contextlib.suppress(TimeoutError):

@@ -19,7 +19,6 @@ from aiokafka_lite.errors import KafkaError
 from aiokafka_lite.testing import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._defects import DEFECT_4, DEFECT_5
 from ._kit import Poller, await_assignment, poll_until, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -54,14 +53,14 @@ async def bounce(broker, rounds):
 async def test_consumption_with_broker_failures(bounce_broker, unique_topic, unique_group):
     """ConsumerBounceTest.testConsumptionWithBrokerFailures (2 restarts, not 10; 200 records, not 1000; the
     restarts start once the member consumes, and the records are read through once more after
-    them). Auto-commit is off: with it on, a background auto-commit of an older position can land after
-    commit() (defect 3) and the committed == position check fails now and then (seen once)."""
+    them). Auto-commit is on, as in Kafka's version: commits land in the order they were made, so a
+    background auto-commit of an older position cannot land after commit()."""
     create_topic(bounce_broker, unique_topic, partitions=1)
     tp = TopicPartition(unique_topic, 0)
     send_records(bounce_broker, tp, 200)
     consumed = 0
     passes_after_restarts = 0
-    conf = bounce_settings(bounce_broker, unique_group, enable_auto_commit=False)
+    conf = bounce_settings(bounce_broker, unique_group)
     async with Consumer(unique_topic, **conf) as consumer:
         restarts: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
@@ -88,7 +87,6 @@ async def test_consumption_with_broker_failures(bounce_broker, unique_topic, uni
                 await restarts
 
 
-@DEFECT_4
 async def test_seek_and_commit_with_broker_failures(bounce_broker, unique_topic, unique_group):
     """ConsumerBounceTest.testSeekAndCommitWithBrokerFailures (2 restarts, not 5; 200 records, not 1000)."""
     create_topic(bounce_broker, unique_topic, partitions=1)
@@ -117,7 +115,6 @@ async def test_seek_and_commit_with_broker_failures(bounce_broker, unique_topic,
             await restarts
 
 
-@DEFECT_5  # the subscribed topic appears after the join: 0 -> 1 partitions, and no rebalance follows
 async def test_subscribe_when_topic_unavailable(bounce_broker, unique_topic, unique_group):
     """ConsumerBounceTest.testSubscribeWhenTopicUnavailable (100 records, not 1000; the second half checks
     the second poller, which Kafka's version meant to)."""

@@ -11,7 +11,6 @@ import pytest
 from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.testing.helpers import create_topic, produce
 
-from ._defects import ASSIGN_NO_AUTO_COMMIT, ASSIGNED_CALLBACK_FAILURE_FETCHES
 from ._kit import poll_until, settings
 
 pytestmark = pytest.mark.asyncio
@@ -46,7 +45,6 @@ async def test_fetch_partitions_after_failed_listener(broker, unique_topic, uniq
         assert [(r.key, r.value) for r in got] == [(b"key", b"value")]
 
 
-@ASSIGNED_CALLBACK_FAILURE_FETCHES
 async def test_fetch_partitions_with_always_failed_listener(broker, unique_topic, unique_group):
     """ConsumerIntegrationTest.testFetchPartitionsWithAlwaysFailedListenerWithGroupProtocolClassic: while
     on_partitions_assigned keeps failing, poll() raises its error or returns nothing, for 3 s."""
@@ -68,7 +66,6 @@ async def test_fetch_partitions_with_always_failed_listener(broker, unique_topic
         assert errors >= 1
 
 
-@ASSIGN_NO_AUTO_COMMIT
 async def test_rapid_assign_auto_commit_correctness(broker, unique_topic, unique_group):
     """ConsumerIntegrationTest.testRapidAssignAutoCommitCorrectnessClassic: assign() commits (auto-commit) the
     consumed offsets of the partitions it gives up."""

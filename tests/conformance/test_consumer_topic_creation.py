@@ -11,7 +11,6 @@ from aiokafka_lite import Consumer
 from aiokafka_lite.testing import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic, produce
 
-from ._defects import NO_AUTO_CREATE
 from ._kit import poll_until, settings
 
 pytestmark = pytest.mark.asyncio
@@ -30,7 +29,7 @@ def topic_exists(broker, name):
 
 
 @pytest.mark.parametrize(("broker_allows", "consumer_allows"), [
-    pytest.param(True, True, marks=NO_AUTO_CREATE, id="broker-on-consumer-on"),
+    pytest.param(True, True, id="broker-on-consumer-on"),
     pytest.param(True, False, id="broker-on-consumer-off"),
     pytest.param(False, True, id="broker-off-consumer-on"),
     pytest.param(False, False, id="broker-off-consumer-off"),

@@ -17,7 +17,6 @@ from aiokafka_lite.structs import TimestampType
 from aiokafka_lite.testing import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic, produce
 
-from ._defects import DEFECT_4, DEFECT_5, INTERNAL_TOPICS_HIDDEN, INVALID_TOPIC_SILENT, NO_AUTO_CREATE
 from ._kit import (
     CountingListener,
     await_assignment,
@@ -43,7 +42,6 @@ def lag_of(consumer, tp):
     return consumer.metrics()["lag"].get(f"{tp.topic}-{tp.partition}")
 
 
-@DEFECT_4
 async def test_simple_consumption(broker, tp, unique_group):
     """PlaintextConsumerTest.testClassicConsumerSimpleConsumption."""
     send_records(broker, tp, 1000)
@@ -108,7 +106,6 @@ async def test_partitions_for(broker, topic):
         assert await consumer.partitions_for(topic) == [TopicPartition(topic, 0), TopicPartition(topic, 1)]
 
 
-@NO_AUTO_CREATE
 async def test_partitions_for_auto_create(broker, unique_topic):
     """PlaintextConsumerTest.testClassicConsumerPartitionsForAutoCreate."""
     name = f"{unique_topic}-non-exist"
@@ -121,7 +118,6 @@ async def test_partitions_for_auto_create(broker, unique_topic):
             await asyncio.sleep(0.2)
 
 
-@INVALID_TOPIC_SILENT
 async def test_partitions_for_invalid_topic(broker):
     """PlaintextConsumerTest.testClassicConsumerPartitionsForInvalidTopic."""
     async with Consumer(**settings(broker)) as consumer:
@@ -189,7 +185,6 @@ async def test_consume_messages_with_log_append_time(broker, unique_topic):
                                      timestamp_type=TimestampType.LOG_APPEND_TIME)
 
 
-@INTERNAL_TOPICS_HIDDEN
 async def test_list_topics(broker, unique_topic, unique_group):
     """PlaintextConsumerTest.testClassicConsumerListTopics (on a shared broker: our three topics and the
     internal __consumer_offsets are listed, whatever else exists)."""
@@ -302,7 +297,6 @@ async def test_null_group_id_not_supported_if_committing(broker, tp):
             await consumer.commit()
 
 
-@DEFECT_5
 async def test_static_consumer_detects_new_partition_created_after_restart(broker, unique_topic, unique_group):
     """PlaintextConsumerTest.testClassicConsumerStaticConsumerDetectsNewPartitionCreatedAfterRestart."""
     admin = pytest.importorskip("confluent_kafka.admin")

@@ -7,7 +7,6 @@ import pytest
 
 from aiokafka_lite import Consumer, OffsetAndMetadata
 
-from ._defects import ASSIGN_IGNORES_COMMITTED, DEFECT_4
 from ._kit import consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -36,7 +35,6 @@ async def test_assign_and_commit_sync_not_committed(broker, tp, unique_group):
         assert tp in consumer.assignment()
 
 
-@DEFECT_4
 async def test_assign_and_commit_sync_all_consumed(broker, tp, unique_group):
     """PlaintextConsumerAssignTest.testAssignAndCommitSyncAllConsumed."""
     send_records(broker, tp, 1000, start_ts=1000)
@@ -67,7 +65,6 @@ async def test_assign_and_consume_skipping_position(broker, tp):
         assert await consumer.position(tp) == 10
 
 
-@DEFECT_4
 async def test_assign_and_fetch_committed_offsets(broker, tp, unique_group):
     """PlaintextConsumerAssignTest.testAssignAndFetchCommittedOffsets."""
     send_records(broker, tp, 100, start_ts=1000)
@@ -82,7 +79,6 @@ async def test_assign_and_fetch_committed_offsets(broker, tp, unique_group):
             assert (await another.committed([tp]))[tp].offset == 100
 
 
-@ASSIGN_IGNORES_COMMITTED
 async def test_assign_and_consume_from_committed_offsets(broker, tp, unique_group):
     """PlaintextConsumerAssignTest.testAssignAndConsumeFromCommittedOffsets."""
     send_records(broker, tp, 100, start_ts=1000)
@@ -96,7 +92,6 @@ async def test_assign_and_consume_from_committed_offsets(broker, tp, unique_grou
         await consume_and_verify(another, tp, 90, 10, start_index=10, start_ts=1000)
 
 
-@DEFECT_4
 async def test_assign_and_retrieving_committed_offsets_multiple_times(broker, tp, unique_group):
     """PlaintextConsumerAssignTest.testAssignAndRetrievingCommittedOffsetsMultipleTimes."""
     send_records(broker, tp, 100, start_ts=1000)

@@ -13,7 +13,7 @@ from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._defects import EAGER_ONLY, REVOKE_ON_CLOSE
+from ._defects import EAGER_ONLY
 from ._kit import consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -104,7 +104,6 @@ async def test_consumer_rebalance_listener_beginning_offsets_on_partitions_assig
         await trigger_on_partitions_assigned(consumer, topic, tp, hook)
 
 
-@REVOKE_ON_CLOSE
 async def test_consumer_rebalance_listener_assign_on_partitions_revoked(broker, topic, tp, unique_group):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerAssignOnPartitionsRevoked."""
     async def body(consumer, partitions):
@@ -113,7 +112,6 @@ async def test_consumer_rebalance_listener_assign_on_partitions_revoked(broker, 
     await trigger_on_partitions_revoked(broker, unique_group, topic, tp, Hook(body))
 
 
-@REVOKE_ON_CLOSE
 async def test_consumer_rebalance_listener_assignment_on_partitions_revoked(broker, topic, tp, unique_group):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerAssignmentOnPartitionsRevoked."""
     async def body(consumer, partitions):
@@ -121,7 +119,6 @@ async def test_consumer_rebalance_listener_assignment_on_partitions_revoked(brok
     await trigger_on_partitions_revoked(broker, unique_group, topic, tp, Hook(body))
 
 
-@REVOKE_ON_CLOSE
 async def test_consumer_rebalance_listener_beginning_offsets_on_partitions_revoked(broker, topic, tp, unique_group):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerBeginningOffsetsOnPartitionsRevoked."""
     async def body(consumer, partitions):
@@ -129,7 +126,6 @@ async def test_consumer_rebalance_listener_beginning_offsets_on_partitions_revok
     await trigger_on_partitions_revoked(broker, unique_group, topic, tp, Hook(body))
 
 
-@REVOKE_ON_CLOSE
 async def test_commit_on_partitions_revoked(broker, topic, tp, unique_group):
     """PlaintextConsumerCallbackTest.testClassicConsumerAwareCommitOnPartitionsRevoked (through our listener:
     commit() from on_partitions_revoked during close())."""

@@ -11,7 +11,6 @@ from aiokafka_lite import Consumer, ConsumerRebalanceListener, OffsetAndMetadata
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._defects import ASSIGN_IGNORES_COMMITTED, CLOSE_DROPS_COMMITS, DEFECT_3_4, DEFECT_4
 from ._kit import await_assignment, consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -86,7 +85,6 @@ async def test_auto_commit_on_close_after_wakeup(broker, topic, tp, tp2, unique_
         assert (await another.committed([tp2]))[tp2].offset == 500
 
 
-@DEFECT_4
 async def test_commit_metadata(broker, tp, unique_group):
     """PlaintextConsumerCommitTest.testClassicConsumerCommitMetadata."""
     async with Consumer(**settings(broker, unique_group, enable_auto_commit=True)) as consumer:
@@ -102,7 +100,6 @@ async def test_commit_metadata(broker, tp, unique_group):
         assert (await consumer.committed([tp]))[tp] == no_metadata
 
 
-@DEFECT_4
 async def test_async_commit(broker, tp, unique_group):
     """PlaintextConsumerCommitTest.testClassicConsumerAsyncCommit."""
     async with Consumer(**settings(broker, unique_group)) as consumer:
@@ -116,7 +113,6 @@ async def test_async_commit(broker, tp, unique_group):
         assert (await consumer.committed([tp]))[tp] == OffsetAndMetadata(5)
 
 
-@DEFECT_4
 async def test_commit_specified_offsets(broker, tp, tp2, unique_group):
     """PlaintextConsumerCommitTest.testClassicConsumerCommitSpecifiedOffsets."""
     send_records(broker, tp, 5)
@@ -163,7 +159,6 @@ async def test_subscribe_and_commit_sync(broker, topic, tp, tp2, unique_group):
         assert (await consumer.committed([tp]))[tp].offset == 0
 
 
-@ASSIGN_IGNORES_COMMITTED
 async def test_position_and_commit(broker, topic, tp, unique_group):
     """PlaintextConsumerCommitTest.testClassicConsumerPositionAndCommit."""
     send_records(broker, tp, 5, start_ts=1000)
@@ -186,7 +181,6 @@ async def test_position_and_commit(broker, topic, tp, unique_group):
         await consume_and_verify(other, tp, 1, 5, start_index=5, start_ts=2000)
 
 
-@CLOSE_DROPS_COMMITS
 async def test_commit_async_completed_before_consumer_closes(broker, tp, tp2, unique_group):
     """PlaintextConsumerCommitTest.testCommitAsyncCompletedBeforeConsumerCloses (a client contract; Java
     checks it on the consumer protocol only)."""
@@ -203,7 +197,6 @@ async def test_commit_async_completed_before_consumer_closes(broker, tp, tp2, un
         assert await checker.committed([tp, tp2]) == {tp: OffsetAndMetadata(1), tp2: OffsetAndMetadata(1)}
 
 
-@DEFECT_3_4
 async def test_commit_async_completed_before_commit_sync_returns(broker, tp, tp2, unique_group):
     """PlaintextConsumerCommitTest.testCommitAsyncCompletedBeforeCommitSyncReturns (a client contract; Java
     checks it on the consumer protocol only)."""

@@ -10,7 +10,6 @@ from aiokafka_lite import Consumer, OffsetAndMetadata, TopicPartition
 from aiokafka_lite.errors import NoOffsetForPartitionError
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._defects import DEFECT_2, POLL_ZERO
 from ._kit import (
     CountingListener,
     Poller,
@@ -68,7 +67,6 @@ async def test_max_poll_interval_ms(broker, topic, unique_group):
         assert (listener.calls_to_assigned, listener.calls_to_revoked) == (2, 1)
 
 
-@DEFECT_2
 async def test_max_poll_interval_ms_delay_in_revocation(broker, topic, tp, unique_group, unique_topic):
     """PlaintextConsumerPollTest.testClassicConsumerMaxPollIntervalMsDelayInRevocation."""
     other = f"{unique_topic}-other"
@@ -99,7 +97,6 @@ async def test_max_poll_interval_ms_delay_in_revocation(broker, topic, tp, uniqu
         assert outcome == {"committed_position": 0, "commit_completed": True}
 
 
-@DEFECT_2
 async def test_max_poll_interval_ms_delay_in_assignment(broker, topic, unique_group):
     """PlaintextConsumerPollTest.testClassicConsumerMaxPollIntervalMsDelayInAssignment."""
     conf = settings(broker, unique_group, max_poll_interval_ms=5000, heartbeat_interval_ms=500,
@@ -181,7 +178,6 @@ async def test_multi_consumer_session_timeout_on_stop_polling(broker, topic, uni
     await _multi_consumer_session_timeout(broker, topic, unique_topic, unique_group, close_consumer=False)
 
 
-@POLL_ZERO
 async def test_poll_eventually_returns_records_with_zero_timeout(broker, topic, tp, unique_group):
     """PlaintextConsumerPollTest.testClassicConsumerPollEventuallyReturnsRecordsWithZeroTimeout."""
     send_records(broker, tp, 100)
@@ -198,7 +194,6 @@ async def test_no_offset_for_partition_exception_on_poll_zero(broker, tp, unique
         await poll_until_raises(consumer, NoOffsetForPartitionError, poll_timeout=0)
 
 
-@POLL_ZERO  # and defect 2: the slow revocation is cancelled by the 0.1 s polls
 async def test_consumer_recovery_on_poll_after_delayed_rebalance(broker, topic, tp, unique_group, unique_topic):
     """PlaintextConsumerPollTest.testClassicConsumerRecoveryOnPollAfterDelayedRebalance."""
     other = f"{unique_topic}-other"

@@ -14,7 +14,6 @@ from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite.errors import KafkaError
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._defects import INVALID_TOPIC_SILENT, PREFIX_MATCH
 from ._kit import CountingListener, await_assignment, await_rebalance, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -47,7 +46,6 @@ async def test_pattern_subscription(broker, unique_topic, unique_group):
         assert consumer.assignment() == set()
 
 
-@PREFIX_MATCH
 async def test_subsequent_pattern_subscription(broker, unique_topic, unique_group):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerSubsequentPatternSubscription."""
     prefix = re.escape(unique_topic + "-")
@@ -124,7 +122,6 @@ async def subscribe_invalid_topic(consumer):
     assert "topic abc" in str(error)
 
 
-@INVALID_TOPIC_SILENT
 async def test_subscribe_invalid_topic_can_unsubscribe(broker, unique_group):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerSubscribeInvalidTopicCanUnsubscribe."""
     async with Consumer(**settings(broker, unique_group)) as consumer:
@@ -133,7 +130,6 @@ async def test_subscribe_invalid_topic_can_unsubscribe(broker, unique_group):
         assert consumer.subscription() == set()
 
 
-@INVALID_TOPIC_SILENT
 async def test_subscribe_invalid_topic_can_close(broker, unique_group):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerSubscribeInvalidTopicCanClose."""
     consumer = Consumer(**settings(broker, unique_group))
