@@ -45,5 +45,17 @@ async def test_auto_topic_creation(request, unique_topic, unique_group, broker_a
         consumer.subscribe([topic_1, topic_2])
         # Once a record came, the consumer has sent Metadata requests naming topic_2.
         await poll_until(consumer, lambda got: len(got) > 0, timeout=30, poll_timeout=0.1)
-    exists = await asyncio.to_thread(topic_exists, broker, topic_2)
-    assert exists == (broker_allows and consumer_allows)
+    # The broker creates a topic asked for in Metadata asynchronously (through its controller): allow
+    # it a few seconds to appear, and as long to make sure it does not.
+    expected = broker_allows and consumer_allows
+    assert await appears_within(broker, topic_2, 10.0 if expected else 2.0) == expected
+
+
+async def appears_within(broker, name, seconds):
+    """Whether topic `name` exists within `seconds` (checked every 0.2 s)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not await asyncio.to_thread(topic_exists, broker, name):
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.2)
+    return True
