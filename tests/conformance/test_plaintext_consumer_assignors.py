@@ -7,10 +7,10 @@ import contextlib
 
 import pytest
 
-from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._defects import NOT_STICKY
+from ._defects import EAGER_ONLY, NOT_STICKY
 from ._kit import Poller, await_assignment, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -121,3 +121,34 @@ async def test_multi_consumer_default_assignor(broker, topic, tp, tp2, unique_to
             for consumer in consumers:
                 consumer.subscribe([topic, topic1])
             await pollers[0].wait_for(lambda: valid(consumers, partitions), timeout=60)
+
+
+@pytest.mark.parametrize(("strategy", "expected_generations"), [
+    pytest.param("range", 1, id="range"),
+    pytest.param("cooperative-sticky", 2, marks=EAGER_ONLY, id="cooperative-sticky"),
+])
+async def test_rebalance_and_rejoin(broker, unique_topic, unique_group, strategy, expected_generations):
+    """PlaintextConsumerAssignorsTest.testRebalanceAndRejoin: a second member joins; the first keeps
+    its member id and moves on by exactly one generation (two with cooperative rebalancing). Java's
+    groupMetadata() is our metrics()' generation_id and member_id, read in on_partitions_assigned."""
+    partitions = create_topic_and_send_records(broker, unique_topic, 2)
+    conf = settings(broker, unique_group, partition_assignment_strategy=(strategy,), enable_auto_commit=True)
+    first, second = Consumer(**conf), Consumer(unique_topic, **conf)
+    seen: list[tuple[int, str]] = []
+
+    class Recording(ConsumerRebalanceListener):
+        def on_partitions_assigned(self, assigned):
+            metrics = first.metrics()
+            seen.append((metrics["generation_id"], metrics["member_id"]))
+
+    first.subscribe([unique_topic], listener=Recording())
+    assert first.assignment() == set()
+    assert second.assignment() == set()
+    async with polling_group([first]) as pollers:
+        await pollers[0].wait_for(lambda: first.assignment() == partitions and bool(seen), timeout=30)
+        stable_generation, stable_member = seen[-1]
+        async with polling_group([second]):
+            await pollers[0].wait_for(
+                lambda: len(first.assignment()) == 1 and len(second.assignment()) == 1
+                and seen[-1][0] >= stable_generation + expected_generations, timeout=30)
+        assert seen[-1] == (stable_generation + expected_generations, stable_member)
