@@ -278,6 +278,11 @@ class GroupCoordinator:
         try:
             if m.is_static or not member_id:
                 return False
+            if self.cluster.coordinator(self.group_id) is None:
+                # As in Java: with no coordinator known there is none to tell (looking one up
+                # could take as long as the outage); the session timeout removes the member.
+                log.info("group %s: coordinator unknown, leaving without LeaveGroup", self.group_id)
+                return False
             body = leave_body(self.group_id, member_id, reason)
             _, resp = await self._send(LEAVE_GROUP, body, timeout, request_timeout=timeout)
             if resp["error_code"] != NONE:
