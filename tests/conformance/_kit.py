@@ -18,9 +18,16 @@ from aiokafka_lite.testing.helpers import produce
 from ..integration._consumers import Poller, poll_until
 
 __all__ = [
-    "CountingListener", "Poller", "await_assignment", "await_rebalance", "consume_and_verify", "consume_records",
+    "KEEP_OLD_RECORDS", "CountingListener", "Poller", "await_assignment", "await_rebalance", "consume_and_verify",
+    "consume_records",
     "poll_until", "poll_until_raises", "poll_until_true", "send_records", "settings",
 ]
+
+
+# Kafka's tests stamp records from 1970 on (send_records). Time-based retention deletes such records
+# the next time the broker checks (30 s after it starts, then every 5 minutes), and the log start
+# offset jumps to the end mid-test. Kafka's harness, a cluster per test, never meets that check.
+KEEP_OLD_RECORDS = {"retention.ms": "-1"}
 
 
 def settings(broker: Any, group: str | None = None, **extra: Any) -> dict[str, Any]:

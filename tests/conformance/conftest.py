@@ -8,6 +8,8 @@ import pytest
 from aiokafka_lite import TopicPartition
 from aiokafka_lite.testing.helpers import create_topic
 
+from ._kit import KEEP_OLD_RECORDS
+
 
 @pytest.fixture
 def broker(apache_kafka_broker):
@@ -16,8 +18,8 @@ def broker(apache_kafka_broker):
 
 @pytest.fixture
 def topic(broker, unique_topic):
-    """``unique_topic`` created with 2 partitions."""
-    create_topic(broker, unique_topic, partitions=2)
+    """``unique_topic`` created with 2 partitions, kept whatever its records' timestamps."""
+    create_topic(broker, unique_topic, partitions=2, config=KEEP_OLD_RECORDS)
     return unique_topic
 
 

@@ -19,7 +19,7 @@ from aiokafka_lite.errors import KafkaError
 from aiokafka_lite.testing import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._kit import Poller, await_assignment, poll_until, send_records, settings
+from ._kit import KEEP_OLD_RECORDS, Poller, await_assignment, poll_until, send_records, settings
 
 pytestmark = pytest.mark.asyncio
 
@@ -231,7 +231,7 @@ async def test_consumer_receives_fatal_exception_when_group_passes_max_size(uniq
     """ConsumerBounceTest.testConsumerReceivesFatalExceptionWhenGroupPassesMaxSize (group.max.size 2, not 5;
     a broker of its own)."""
     with ApacheKafkaBroker("4.3.1", extra_properties={"group.max.size": "2"}) as own:
-        create_topic(own, unique_topic, partitions=2)
+        create_topic(own, unique_topic, partitions=2, config=KEEP_OLD_RECORDS)
         conf = settings(own, unique_group, max_poll_interval_ms=60000, heartbeat_interval_ms=1000)
         members = [Consumer(unique_topic, **conf) for _ in range(2)]
         rejected = Consumer(unique_topic, **conf)
