@@ -265,3 +265,17 @@ def lookup_assignor(name: str) -> PartitionAssignor:
         raise ConfigError(f"partition_assignment_strategy: unknown assignor {name!r}; "
                           f"allowed: {', '.join(sorted(ASSIGNORS))}{suggestion}")
     return cls()
+
+
+def rebalance_protocol(assignors: Iterable[PartitionAssignor]) -> RebalanceProtocol:
+    """As Java: the most advanced protocol every configured assignor supports. Java's default
+    list (range, cooperative-sticky) is therefore eager; cooperative-sticky alone is cooperative."""
+    chosen = list(assignors)
+    common = set(RebalanceProtocol)
+    for assignor in chosen:
+        common &= set(assignor.supported_protocols)
+    if not common:
+        names = ", ".join(a.name for a in chosen)
+        raise ConfigError(f"partition_assignment_strategy ({names}): these assignors have no rebalance "
+                          "protocol in common (eager or cooperative); list assignors of one kind")
+    return RebalanceProtocol.COOPERATIVE if RebalanceProtocol.COOPERATIVE in common else RebalanceProtocol.EAGER

@@ -23,25 +23,24 @@ from ..errors import (
     IllegalStateError,
     InvalidArgumentError,
     KafkaConnectionError,
+    KafkaError,
     KafkaTimeoutError,
 )
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._bounded import DEFAULT, Timeout, bounded, resolve_timeout
-from .background import LivenessTasks
-from .closing import close_by_force, close_gracefully
+from .closing import close_gracefully
 from .commit_order import CommitQueue
 from .fetcher import Fetcher
-from .group import GroupCoordinator
-from .heartbeat_thread import HeartbeatThread
-from .listener import ConsumerRebalanceListener
+from .listener import ConsumerRebalanceListener, call_listener
 from .liveness import LivenessTimers
+from .member import GroupMember, ListenerEvent
 from .metrics import snapshot
 from .offsets import OffsetLookup
 from .poll_steps import PollSteps, Start
 from .polling import poll_once, update_positions
 from .stall import StallMonitor
 from .subscription import ResetStrategy, SubscriptionState, SubscriptionType
-from .wiring import make_cluster, make_fetcher, make_offset_lookup
+from .wiring import make_cluster, make_fetcher, make_member, make_offset_lookup
 
 log = logging.getLogger("aiokafka_lite.consumer")
 T = TypeVar("T")
@@ -72,8 +71,8 @@ class Consumer:
         self._cluster: Cluster | None = None
         self._fetcher: Fetcher | None = None
         self._offsets: OffsetLookup | None = None
-        self._group: GroupCoordinator | None = None
-        self._liveness: LivenessTasks | HeartbeatThread | None = None
+        self._member: GroupMember | None = None
+        self._parts = _ConsumerParts(self)
         self._poll_steps = PollSteps()
         self._poll_clock_paused = False  # a listener callback runs: its time counts (KIP-62)
         self._side_tasks: set[asyncio.Future[Any]] = set()
@@ -90,7 +89,6 @@ class Consumer:
         self._close_task: asyncio.Task[None] | None = None
         self._graceful_close: asyncio.Task[None] | None = None
         self._iter_buffer: deque[ConsumerRecord] = deque()
-        self._next_auto_commit = 0.0
         self._polls = 0
         topic_list = list(topics)
         if topic_list:
@@ -139,12 +137,7 @@ class Consumer:
         self._fetcher = make_fetcher(self.config, cluster, self._subscription)
         self._offsets = make_offset_lookup(self.config, cluster)
         if self.config.group_id is not None:
-            self._group = GroupCoordinator(cluster, self.config)
-            self._group.on_rejoin_needed = self._fetcher.wake
-            if self.config.heartbeat_mode == "thread":
-                self._liveness = HeartbeatThread(self._group, self._timers, self._timers_lock, cluster.options)
-            else:
-                self._liveness = LivenessTasks(self._group, self._timers, time.monotonic)
+            self._member = make_member(cluster, self.config, self._parts, self._timers, self._timers_lock)
         self._stall.start()
         self._started = True
 
@@ -156,7 +149,7 @@ class Consumer:
         if self._close_task is None:
             self._closed = True
             graceful_limit = self.config.request_timeout if timeout is None else timeout
-            self._graceful_close = asyncio.create_task(close_gracefully(self, graceful_limit),
+            self._graceful_close = asyncio.create_task(close_gracefully(self._parts, graceful_limit),
                                                        name="aiokafka-lite close (graceful)")
             self._close_task = asyncio.create_task(self._close(self._graceful_close), name="aiokafka-lite close")
         with contextlib.suppress(TimeoutError):
@@ -171,7 +164,7 @@ class Consumer:
         try:
             await asyncio.wait({graceful})  # its cancellation (a shorter close()) is not ours
         finally:
-            await close_by_force(self)
+            await self._close_by_force()
         error = None if graceful.cancelled() else graceful.exception()
         if error is not None:
             raise error
@@ -187,9 +180,25 @@ class Consumer:
         if self._closed and _REVOKING_ON_CLOSE.get() is not self:
             raise ConsumerClosedError("the consumer is closed")
 
+    async def _close_by_force(self) -> None:
+        """Cancel and await every task the consumer owns, close every connection."""
+        await _cancel(self._start_task)
+        await self._poll_steps.cancel()
+        for commit in self._commits.pending():
+            await _cancel(commit)
+        if self._member is not None:
+            await self._member.stop_liveness()
+        await self._stall.stop()
+        for fut in list(self._side_tasks):
+            await _cancel(fut)
+        if self._fetcher is not None:
+            await self._fetcher.close()
+        if self._cluster is not None:
+            await self._cluster.close()
+
     def _raise_background_error(self) -> None:
-        if self._liveness is not None and self._liveness.fatal_error is not None:
-            raise self._liveness.fatal_error
+        if self._member is not None and self._member.fatal_error is not None:
+            raise self._member.fatal_error
 
     async def _ready(self) -> None:
         """Started (lazily, within the caller's deadline) and no background error pending."""
@@ -224,24 +233,24 @@ class Consumer:
             self._subscription.subscribe(topic_list)
         if listener is not None:
             self._listener = listener
-        if self._group is not None:
-            self._group.request_rejoin("subscription changed")
+        if self._member is not None:
+            self._member.subscription_changed("subscription changed")
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._check_open()
-        if self._group is not None and self.config.enable_auto_commit \
+        if self._member is not None and self.config.enable_auto_commit \
                 and self._subscription.type is SubscriptionType.MANUAL:
             # As in Java: what was consumed from the partitions being replaced is committed first.
             offsets = self._offsets_to_commit(None)
             if offsets:
-                self.queue_commit(offsets).add_done_callback(_retrieve_outcome)
+                self._queue_commit(offsets).add_done_callback(_retrieve_outcome)
         self._subscription.assign_manually(partitions)
 
     def unsubscribe(self) -> None:
         self._check_open()
         self._subscription.unsubscribe()
-        if self._group is not None and self._group.membership.is_stable:
-            self._spawn(self._group.leave("the consumer unsubscribed", timeout=self.config.request_timeout))
+        if self._member is not None and self._member.is_stable:
+            self._spawn(self._member.leave("the consumer unsubscribed", timeout=self.config.request_timeout))
 
     def assignment(self) -> set[TopicPartition]:
         self._check_open()
@@ -270,7 +279,7 @@ class Consumer:
         try:
             async with asyncio.timeout(timeout):
                 await self._ready()  # connecting counts against this poll's timeout too
-                return await poll_once(self, limit)
+                return await poll_once(self._parts, limit)
         except TimeoutError:
             return ConsumerRecords()
         finally:
@@ -282,38 +291,6 @@ class Consumer:
             return
         with self._timers_lock:
             self._timers.on_poll(time.monotonic())
-
-    def revoking_on_close(self) -> contextvars.Token[Consumer | None]:
-        """close() is about to call on_partitions_revoked: code running in that callback (and
-        the tasks it starts) may still use this consumer. Undo with `done_revoking_on_close`."""
-        return _REVOKING_ON_CLOSE.set(self)
-
-    @staticmethod
-    def done_revoking_on_close(token: contextvars.Token[Consumer | None]) -> None:
-        _REVOKING_ON_CLOSE.reset(token)
-
-    async def poll_step(self, name: str, start: Start | None) -> None:
-        """Wait for the poll step `name` (see poll_steps), starting it when needed; its error
-        is raised here, once."""
-        task = await self._poll_steps.wait(name, start)
-        self._check_open()  # close() cancelled the step: not the caller's cancellation
-        if task is not None:
-            task.result()
-
-    def running_poll_step(self, name: str) -> asyncio.Task[None] | None:
-        return self._poll_steps.running(name)
-
-    async def cancel_poll_steps(self, name: str | None = None) -> None:
-        await self._poll_steps.cancel(name)
-
-    def pause_poll_clock(self) -> None:
-        """A rebalance listener callback starts: poll() calls made meanwhile (which only wait for
-        the rebalance) do not restart the poll clock, so the callback's time counts toward
-        max_poll_interval_ms, as in Java where the callback runs inside poll()."""
-        self._poll_clock_paused = True
-
-    def resume_poll_clock(self) -> None:
-        self._poll_clock_paused = False
 
     async def run_blocking(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run blocking or CPU-bound work in a worker thread, so the event loop (and with it the
@@ -374,25 +351,19 @@ class Consumer:
             await bounded(started_then_send(), limit, "commit")
         return self._commits.submit(send)
 
-    def queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
+    def _queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
         """The consumer's own commits (auto-commit, before a rebalance, at close), in the same
         order as the user's; they run while the consumer is started (or closing)."""
         return self._commits.submit(lambda: self._send_commit(offsets))
 
-    async def drain_commits(self) -> None:
-        await self._commits.drain()
-
-    def pending_commits(self) -> list[asyncio.Task[None]]:
-        return self._commits.pending()
-
     async def _send_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        group = self._require_group("commit()")
+        member = self._require_member("commit()")
         if not offsets:
             return
         # A consumer that assigned its partitions by hand is no group member: it commits as a
         # standalone consumer (generation -1, no member id), as in Java.
         standalone = not self._subscription.uses_group
-        await self._retry_on_connection(lambda: group.commit(offsets, None, standalone=standalone))
+        await self._retry_on_connection(lambda: member.commit(offsets, None, standalone=standalone))
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -429,11 +400,11 @@ class Consumer:
         if self.config.group_id is None:
             raise IllegalStateError(f"{what} needs a group_id")
 
-    def _require_group(self, what: str) -> GroupCoordinator:
+    def _require_member(self, what: str) -> GroupMember:
         self._check_group_id(what)
-        if self._group is None:
+        if self._member is None:
             raise IllegalStateError(f"{what}: the consumer is not started")
-        return self._group
+        return self._member
 
     def _spawn(self, coro: Any) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = asyncio.ensure_future(coro)
@@ -491,7 +462,7 @@ class Consumer:
 
         async def lookup() -> int:
             if self._subscription.state(tp).position is None:
-                await update_positions(self, [tp])
+                await update_positions(self._parts, [tp])
             position = self._subscription.state(tp).position
             assert position is not None
             return position
@@ -505,9 +476,9 @@ class Consumer:
         wanted = _partitions_arg(tps, "committed()")
 
         async def fetch() -> dict[TopicPartition, OffsetAndMetadata | None]:
-            group = self._require_group("committed()")
+            member = self._require_member("committed()")
             result: dict[TopicPartition, OffsetAndMetadata | None] = await self._retry_on_connection(
-                lambda: group.fetch_committed(wanted, None))
+                lambda: member.fetch_committed(wanted, None))
             return result
         return await self._call("committed", limit, fetch)
 
@@ -563,7 +534,10 @@ class Consumer:
         return await self._call("metadata", limit, refresh)
 
     def metrics(self) -> dict[str, Any]:
-        return snapshot(self)
+        figures = {"started": self._started, "closed": self._closed, "polls": self._polls,
+                   "heartbeat_mode": self.config.heartbeat_mode, "loop_stalls": self._stall.stalls,
+                   "longest_loop_stall_seconds": self._stall.longest_stall}
+        return snapshot(figures, self._subscription, self._timers, self._member, self._cluster)
 
 
 def _retrieve_outcome(fut: asyncio.Future[None]) -> None:
@@ -581,3 +555,139 @@ def _partitions_arg(tps: Iterable[TopicPartition], what: str) -> list[TopicParti
         if not isinstance(tp, TopicPartition):
             raise InvalidArgumentError(f"{what} takes TopicPartition objects, got {tp!r}")
     return wanted
+
+
+async def _cancel(fut: asyncio.Future[Any] | None) -> None:
+    if fut is None or fut.done():
+        if fut is not None and not fut.cancelled():
+            fut.exception()  # retrieved, so asyncio does not log "exception never retrieved"
+        return
+    fut.cancel()
+    with contextlib.suppress(asyncio.CancelledError, KafkaError):
+        await fut
+
+
+class _ConsumerParts:
+    """The consumer's parts as its helpers see them: the group member (MemberHost), the poll
+    path (polling.PollParts) and close() (closing.CloseParts). It lives in this module because
+    it works on the Consumer's own state; the helpers never touch that state themselves."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._c = consumer
+        self.config = consumer.config
+        self.next_auto_commit = 0.0  # loop time; the poll path's auto-commit schedule
+
+    # -- parts ----------------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        return self._c._started
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._c._cluster_or_fail()
+
+    @property
+    def fetcher(self) -> Fetcher:
+        assert self._c._fetcher is not None
+        return self._c._fetcher
+
+    @property
+    def offsets(self) -> OffsetLookup:
+        return self._c._offset_lookup()
+
+    @property
+    def member(self) -> GroupMember | None:
+        return self._c._member
+
+    def subscription_state(self) -> SubscriptionState:
+        return self._c._subscription
+
+    # -- poll path ------------------------------------------------------------------------
+
+    def check_open(self) -> None:
+        self._c._check_open()
+
+    def stamp_poll(self) -> None:
+        self._c._stamp_poll()
+
+    async def poll_step(self, name: str, start: Start | None) -> None:
+        """Wait for the poll step `name` (see poll_steps), starting it when needed; its error
+        is raised here, once."""
+        task = await self._c._poll_steps.wait(name, start)
+        self._c._check_open()  # close() cancelled the step: not the caller's cancellation
+        if task is not None:
+            task.result()
+
+    def poll_step_nowait(self, name: str, start: Start | None) -> None:
+        """Start the poll step `name` when needed without waiting; its error, once it has
+        ended, is raised here. Its end wakes a poll() waiting for records."""
+        task = self._c._poll_steps.start(name, start, self.wake)
+        if task is not None:
+            self._c._check_open()
+            task.result()
+
+    def running_poll_step(self, name: str) -> asyncio.Task[None] | None:
+        return self._c._poll_steps.running(name)
+
+    async def cancel_poll_steps(self, name: str | None = None) -> None:
+        await self._c._poll_steps.cancel(name)
+
+    def offsets_to_commit(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        return self._c._offsets_to_commit(None)
+
+    def queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
+        return self._c._queue_commit(offsets)
+
+    async def drain_commits(self) -> None:
+        await self._c._commits.drain()
+
+    async def refresh_pattern(self) -> bool:
+        cluster = self.cluster
+        await cluster.refresh_metadata(None, timeout=None)
+        return self._c._subscription.match_pattern(
+            cluster.topics(exclude_internal=self.config.exclude_internal_topics))
+
+    # -- the group member's host -------------------------------------------------------------
+
+    async def run_listener(self, event: ListenerEvent, partitions: set[TopicPartition]) -> None:
+        # poll() calls made while a callback runs do not restart the poll clock, so the
+        # callback's time counts toward max_poll_interval_ms, as in Java where it runs inside poll().
+        listener = self._c._listener
+        callback = {ListenerEvent.ASSIGNED: listener.on_partitions_assigned,
+                    ListenerEvent.REVOKED: listener.on_partitions_revoked,
+                    ListenerEvent.LOST: listener.on_partitions_lost}[event]
+        self._c._poll_clock_paused = True
+        try:
+            await call_listener(callback, partitions, event.value)
+        finally:
+            self._c._poll_clock_paused = False
+
+    async def commit_before_revoke(self, partitions: set[TopicPartition]) -> None:
+        member = self._c._member
+        offsets = {tp: om for tp, om in self.offsets_to_commit().items() if tp in partitions}
+        if not offsets or member is None or not member.is_stable:
+            return
+        try:
+            await self.queue_commit(offsets)
+        except KafkaError as exc:
+            log.warning("group %s: auto-commit before rebalance failed: %s", member.group_id, exc)
+
+    def member_joined(self) -> None:
+        self.next_auto_commit = asyncio.get_running_loop().time() + self.config.auto_commit_interval
+
+    def wake(self) -> None:
+        if self._c._fetcher is not None:
+            self._c._fetcher.wake()
+
+    # -- close --------------------------------------------------------------------------------
+
+    async def revoke_on_close(self, partitions: set[TopicPartition]) -> None:
+        """on_partitions_revoked from close(): code in the callback (and the tasks it starts)
+        may still use the consumer; the commits it makes land before the member leaves."""
+        token = _REVOKING_ON_CLOSE.set(self._c)
+        try:
+            await call_listener(self._c._listener.on_partitions_revoked, partitions, "on_partitions_revoked")
+            await self.drain_commits()
+        finally:
+            _REVOKING_ON_CLOSE.reset(token)

@@ -8,7 +8,7 @@ buffered data is used up. A task whose fetch succeeded starts the next round its
 pipeline keeps prefetching between polls.
 
 Data is checked when handed out, not when it arrives: a partition revoked, re-assigned or seeked
-since its fetch was sent is dropped then (assignment epoch and position must still match).
+since its fetch was sent is dropped then (the partition's incarnation and position must still match).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class _CompletedFetch:
 
     tp: TopicPartition
     node_id: int
-    assignment_epoch: int  # the subscription's epoch when the fetch was sent
+    incarnation: int  # the partition's assignment when the fetch was sent (PartitionState.incarnation)
     position: int  # where this data continues: must equal the partition's position to be used
     error_code: int
     high_watermark: int
@@ -148,9 +148,10 @@ class Fetcher:
             return 0
         loop = asyncio.get_running_loop()
         plans = self._plan_fetches(loop.time())
-        epoch = self._subscription.assignment_epoch
+        assignment = self._subscription.assignment
         for node_id, offsets in plans.items():
-            task = loop.create_task(self._fetch(node_id, offsets, epoch, self._request_body(offsets)),
+            incarnations = {tp: assignment[tp].incarnation for tp in offsets}
+            task = loop.create_task(self._fetch(node_id, offsets, incarnations, self._request_body(offsets)),
                                     name=f"aiokafka-lite fetch from broker {node_id}")
             self._in_flight[node_id] = task
             self._in_flight_tps.update(offsets)
@@ -180,7 +181,8 @@ class Fetcher:
         cf = self._completed.get(tp)
         if cf is None:
             return position
-        if cf.position != position or cf.assignment_epoch != self._subscription.assignment_epoch:
+        state = self._subscription.assignment.get(tp)
+        if cf.position != position or state is None or cf.incarnation != state.incarnation:
             return None
         return cf.data_end
 
@@ -216,7 +218,7 @@ class Fetcher:
             "rack_id": self._rack,
         }
 
-    async def _fetch(self, node_id: int, offsets: dict[TopicPartition, int], epoch: int,
+    async def _fetch(self, node_id: int, offsets: dict[TopicPartition, int], incarnations: Mapping[TopicPartition, int],
                      body: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
@@ -227,7 +229,7 @@ class Fetcher:
             # The broker holds the request up to max_wait_ms before answering: allow for that.
             timeout = self._request_timeout + self._max_wait_ms / 1000
             response = await conn.send(FETCH, version, body, timeout=timeout)
-            stored = self._store_response(node_id, offsets, epoch, response)
+            stored = self._store_response(node_id, offsets, incarnations, response)
             self._fetch_succeeded(node_id)
         except Exception as exc:
             self._fetch_failed(node_id, exc)
@@ -287,7 +289,8 @@ class Fetcher:
 
     # ------------------------------------------------------------------ receiving
 
-    def _store_response(self, node_id: int, offsets: Mapping[TopicPartition, int], epoch: int,
+    def _store_response(self, node_id: int, offsets: Mapping[TopicPartition, int],
+                        incarnations: Mapping[TopicPartition, int],
                         response: Mapping[str, Any]) -> bool:
         """Buffer each partition's data; True if anything was buffered."""
         if response.get("error_code"):
@@ -300,7 +303,7 @@ class Fetcher:
                 position = offsets.get(tp)
                 if position is None:
                     continue  # not asked for (a confused broker): ignore
-                completed = self._completed_fetch(node_id, tp, position, epoch, part)
+                completed = self._completed_fetch(node_id, tp, position, incarnations[tp], part)
                 if completed is not None:
                     if tp in self._completed:
                         self._next[tp] = completed  # fetched ahead: continues the current data
@@ -311,13 +314,13 @@ class Fetcher:
             self._data_ready.set()
         return stored
 
-    def _completed_fetch(self, node_id: int, tp: TopicPartition, position: int, epoch: int,
+    def _completed_fetch(self, node_id: int, tp: TopicPartition, position: int, incarnation: int,
                          part: Mapping[str, Any]) -> _CompletedFetch | None:
         code = part["error_code"]
         data = part["records"]
         self._note_preferred_replica(node_id, tp, part["preferred_read_replica"])
         completed = _CompletedFetch(
-            tp, node_id, epoch, position, code, part["high_watermark"], part["last_stable_offset"],
+            tp, node_id, incarnation, position, code, part["high_watermark"], part["last_stable_offset"],
             part["log_start_offset"], None, 0 if data is None else len(data))
         if code == 0 and not data:
             self._apply_marks(completed)  # nothing new, but the lag is worth knowing
@@ -353,8 +356,7 @@ class Fetcher:
     def _current_state(self, cf: _CompletedFetch) -> PartitionState | None:
         """The partition's state if this data is still wanted: same assignment, same position."""
         state = self._subscription.assignment.get(cf.tp)
-        if (state is None or cf.assignment_epoch != self._subscription.assignment_epoch
-                or state.position != cf.position):
+        if state is None or cf.incarnation != state.incarnation or state.position != cf.position:
             return None
         return state
 
@@ -391,6 +393,9 @@ class Fetcher:
         state = self._current_state(cf)
         if state is None:
             self._finish(cf.tp)  # revoked, re-assigned or seeked since the fetch was sent
+            return _NO_RECORDS
+        if state.pending_revocation:
+            self._finish(cf.tp)  # being revoked: none of its records is handed out any more
             return _NO_RECORDS
         if state.paused:
             return _NO_RECORDS  # kept for when the partition resumes

@@ -122,7 +122,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ join + sync
 
-    async def join(self, topics: frozenset[str]) -> Assignment:
+    async def join(self, topics: frozenset[str], owned: set[TopicPartition]) -> Assignment:
         """JoinGroup then SyncGroup until this member holds an assignment for a generation.
 
         Bounded by the caller (the consumer's join task is cancelled on close); retriable
@@ -133,7 +133,7 @@ class GroupCoordinator:
         backoff = Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
         while True:
             try:
-                assignment = await self._join_once(topics)
+                assignment = await self._join_once(topics, owned)
             except _Retry as retry:
                 if not retry.backs_off:  # a step of the protocol (member id, new generation)
                     log.debug("group %s: rejoining: %s", self.group_id, retry)
@@ -157,10 +157,10 @@ class GroupCoordinator:
         self.join_failures.failed(error, then=f"retrying in {wait:.2f} s")
         await asyncio.sleep(wait)
 
-    async def _join_once(self, topics: frozenset[str]) -> Assignment:
+    async def _join_once(self, topics: frozenset[str], owned: set[TopicPartition]) -> Assignment:
         m = self.membership
         m.handle(Event.JOIN_SENT)
-        _version, resp = await self._send(JOIN_GROUP, self._join_body(topics), None,
+        _version, resp = await self._send(JOIN_GROUP, self._join_body(topics, owned), None,
                                          request_timeout=self.config.rebalance_timeout + JOIN_MARGIN)
         self.coordinator_unreachable_since = None
         code = resp["error_code"]
@@ -176,12 +176,14 @@ class GroupCoordinator:
             assignments = await self._assign(resp["protocol_name"], resp["members"])
         return await self._sync(assignments)
 
-    def _join_body(self, topics: frozenset[str]) -> dict[str, Any]:
+    def _join_body(self, topics: frozenset[str], owned: set[TopicPartition]) -> dict[str, Any]:
         m = self.membership
-        # Eager protocol: every partition is revoked before joining, so none is reported as owned.
+        # The partitions still owned (none after an eager revocation) and the generation they
+        # were owned in: a cooperative leader keeps them where they are (KIP-429).
         protocols = [
             {"name": a.name, "metadata": cp.encode_subscription(cp.Subscription(
-                topics=sorted(topics), user_data=a.subscription_user_data(m.generation_id)))}
+                topics=sorted(topics), user_data=a.subscription_user_data(m.generation_id),
+                owned_partitions=sorted(owned), generation_id=m.generation_id))}
             for a in self.assignors
         ]
         return {

@@ -50,7 +50,6 @@ class MemberHost(Protocol):
     @property
     def config(self) -> ConsumerConfig: ...
 
-    @property
     def subscription_state(self) -> SubscriptionState: ...
 
     @property
@@ -62,6 +61,9 @@ class MemberHost(Protocol):
     async def commit_before_revoke(self, partitions: set[TopicPartition]) -> None:
         """With auto-commit: commit what was consumed from ``partitions``, behind earlier commits;
         a failure is logged, not raised (the revocation goes on)."""
+
+    async def refresh_pattern(self) -> bool:
+        """Pattern subscription: match the cluster's topics again; True when the set changed."""
 
     async def drain_commits(self) -> None:
         """Wait for every commit made so far (the listener's commit_async calls included)."""
@@ -89,6 +91,11 @@ class GroupMember(ABC):
     async def rebalance_step(self) -> None:
         """One rebalance as the poll path runs it: a task the consumer owns, which survives a
         lapsed poll() and is cancelled only by close() (poll_steps.py)."""
+
+    def keeps_fetching_while_rebalancing(self) -> bool:
+        """poll() hands out records of the partitions kept while rebalance_step() runs
+        (cooperative, KIP-848); False: poll() waits for the step (eager)."""
+        return True
 
     @abstractmethod
     def before_poll(self) -> None:

@@ -5,63 +5,37 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from .health import HealthInputs, group_health
+from .health import group_health
 
 if TYPE_CHECKING:
-    from .consumer import Consumer
+    from .._net.cluster import Cluster
+    from .liveness import LivenessTimers
+    from .member import GroupMember
+    from .subscription import SubscriptionState
 
 
-def snapshot(consumer: Consumer) -> dict[str, Any]:
+def snapshot(consumer_figures: dict[str, Any], subscription: SubscriptionState, timers: LivenessTimers,
+             member: GroupMember | None, cluster: Cluster | None) -> dict[str, Any]:
+    """The consumer's own figures, then its assignment and lag, its member's and its connections'."""
     now = time.monotonic()
-    timers = consumer._timers
-    out: dict[str, Any] = {
-        "started": consumer._started,
-        "closed": consumer._closed,
-        "polls": consumer._polls,
+    out = dict(consumer_figures)
+    out.update({
         "seconds_since_last_poll": timers.seconds_since_last_poll(now),
-        "heartbeat_mode": consumer.config.heartbeat_mode,
-        "loop_stalls": consumer._stall.stalls,
-        "longest_loop_stall_seconds": consumer._stall.longest_stall,
-        "assignment": sorted(f"{tp.topic}-{tp.partition}" for tp in consumer._subscription.assigned()),
-        "lag": _lag(consumer),
-    }
-    group = consumer._group
-    if group is not None:
-        m = group.membership
-        out.update({
-            "group_id": group.group_id,
-            "group_state": m.state.name,
-            "generation_id": m.generation_id,
-            "member_id": m.member_id,
-            "rebalances": group.rebalances,
-            "last_rebalance_seconds": group.last_rebalance_seconds,
-        })
-    live = consumer._liveness
-    if group is not None:
-        config = consumer.config
-        out["group_health"] = group_health(HealthInputs(
-            group.group_id, config.max_poll_interval_ms, config.session_timeout_ms,
-            joins=group.join_failures, lookups=group.cluster.coordinator_lookups(group.group_id),
-            heartbeats=live.failure_log if live is not None and group.membership.is_stable else None,
-            coordinator_unreachable_since=group.coordinator_unreachable_since), now)
-    cluster = consumer._cluster
+        "assignment": sorted(f"{tp.topic}-{tp.partition}" for tp in subscription.assigned()),
+        "lag": _lag(subscription),
+    })
+    if member is not None:
+        out.update(member.metrics())
+        out["group_health"] = group_health(member.health_inputs(), now)
+        out["heartbeat_rtt_seconds"] = timers.last_heartbeat_rtt  # of the last successful heartbeat
     if cluster is not None:
         out["connection_failures"] = cluster.monitor.failing()  # subject -> last error, while failing
-    if live is not None:
-        out.update({
-            "heartbeats_sent": live.heartbeats_sent,
-            "heartbeat_failures": live.heartbeat_failures,
-            "heartbeat_rtt_seconds": timers.last_heartbeat_rtt,  # of the last successful heartbeat
-            "poll_interval_lapses": live.poll_lapses,
-            "last_leave_delay_seconds": live.last_leave_delay,
-        })
     return out
 
 
-def _lag(consumer: Consumer) -> dict[str, int | None]:
+def _lag(subscription: SubscriptionState) -> dict[str, int | None]:
     lag: dict[str, int | None] = {}
-    for tp, st in consumer._subscription.assignment.items():
+    for tp, st in subscription.assignment.items():
         end = st.high_watermark
         lag[f"{tp.topic}-{tp.partition}"] = None if end is None or st.position is None else max(end - st.position, 0)
     return lag
-

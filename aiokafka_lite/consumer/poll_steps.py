@@ -32,6 +32,22 @@ class PollSteps:
             del self._tasks[name]
         return task
 
+    def start(self, name: str, start: Start | None, on_done: Callable[[], None]) -> asyncio.Task[None] | None:
+        """Start the step `name` if none is running (None: do not start one), without waiting.
+        Returns the step's task once it has finished (the caller takes its outcome), else None;
+        `on_done` is called when a step started here finishes."""
+        task = self._tasks.get(name)
+        if task is None:
+            if start is None:
+                return None
+            task = asyncio.create_task(start(), name=f"aiokafka-lite {name}")
+            task.add_done_callback(lambda _: on_done())
+            self._tasks[name] = task
+        if not task.done():
+            return None
+        del self._tasks[name]
+        return task
+
     def running(self, name: str) -> asyncio.Task[None] | None:
         task = self._tasks.get(name)
         return task if task is not None and not task.done() else None

@@ -1,118 +1,166 @@
-"""The poll path (caller's task): rejoin if needed -> positions -> hand out buffered records ->
-top up fetches. The rebalance step (with the listener callbacks) is a task the consumer owns,
-which poll() waits for (rebalance.py); so are position look-ups and metadata refreshes
-(poll_steps.py): a poll() whose timeout lapses leaves them running for the next one."""
+"""The poll path (caller's task): group member's turn -> positions -> hand out buffered records ->
+top up fetches. The rebalance step (with the listener callbacks) is a task the consumer owns
+(member.py); so are position look-ups and metadata refreshes (poll_steps.py): a poll() whose
+timeout lapses leaves them running for the next one. Under the eager protocol poll() waits for
+the rebalance step; under cooperative and KIP-848 it goes on handing out records of the
+partitions the member keeps while the step runs."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
-from ..structs import ConsumerRecords, TopicPartition
-from .rebalance import check_partition_counts, ensure_group, match_pattern, topics_to_refresh
+from ..structs import ConsumerRecords, OffsetAndMetadata, TopicPartition
+from .poll_steps import Start
 from .subscription import SubscriptionType
 
 if TYPE_CHECKING:
-    from .consumer import Consumer
+    from .._net.cluster import Cluster
+    from ..config import ConsumerConfig
+    from .fetcher import Fetcher
+    from .member import GroupMember
+    from .offsets import OffsetLookup
+    from .subscription import SubscriptionState
 
 log = logging.getLogger("aiokafka_lite.consumer")
 
+REBALANCE = "rebalance"  # the step's name among the poll steps (and its task's: "aiokafka-lite rebalance")
 
-async def poll_once(consumer: Consumer, max_records: int) -> ConsumerRecords:
+
+class PollParts(Protocol):
+    """What the poll path needs of the consumer (implemented in consumer.py)."""
+
+    config: ConsumerConfig
+    next_auto_commit: float  # loop time
+
+    @property
+    def fetcher(self) -> Fetcher: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def offsets(self) -> OffsetLookup: ...
+    @property
+    def member(self) -> GroupMember | None: ...
+    def subscription_state(self) -> SubscriptionState: ...
+    def check_open(self) -> None: ...
+    def stamp_poll(self) -> None: ...
+    async def poll_step(self, name: str, start: Start | None) -> None: ...
+    def poll_step_nowait(self, name: str, start: Start | None) -> None: ...
+    def offsets_to_commit(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
+    def queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]: ...
+    async def refresh_pattern(self) -> bool: ...
+
+
+async def poll_once(parts: PollParts, max_records: int) -> ConsumerRecords:
     """Loop until records arrive; the caller's asyncio.timeout ends it with an empty result."""
-    fetcher = consumer._fetcher
-    assert fetcher is not None
+    fetcher = parts.fetcher
+    sub = parts.subscription_state()
     while True:
-        consumer._check_open()  # close() from another task ends a waiting poll
+        parts.check_open()  # close() from another task ends a waiting poll
         # A caller blocked in poll() is polling (as in Java): a long poll(timeout) on an idle
         # topic must not lapse max_poll_interval_ms. Each pass restarts the poll clock.
-        consumer._stamp_poll()
-        if consumer._liveness is not None:
-            consumer._liveness.apply_pending()  # what the heartbeat thread learned, if any
-        consumer._raise_background_error()
-        if consumer._group is not None and consumer._subscription.uses_group:
-            await ensure_group(consumer)
-            if consumer.config.heartbeat_mode == "thread" and consumer._liveness is not None:
-                consumer._liveness.poke()  # keep the heartbeat thread's identity snapshot current
-        maybe_auto_commit(consumer)
-        sub = consumer._subscription
-        if sub.needing_position() or sub.needing_reset():
-            await consumer.poll_step("positions", lambda: update_positions(consumer, None))
-        if metadata_refresh_due(consumer):
-            await consumer.poll_step("metadata", lambda: refresh_metadata(consumer))
+        parts.stamp_poll()
+        member = parts.member
+        if member is not None:
+            member.before_poll()  # raises what the background paths found fatal
+            if sub.uses_group:
+                await _member_turn(parts, member)
+                member.after_poll()
+        maybe_auto_commit(parts)
+        if _positions_needed(sub):
+            await parts.poll_step("positions", lambda: update_positions(parts, None))
+        if metadata_refresh_due(parts):
+            await parts.poll_step("metadata", lambda: refresh_metadata(parts))
         records = fetcher.fetched_records(max_records)
         fetcher.send_fetches()  # keep the next fetch in flight while the caller works
         if records:
             return ConsumerRecords(records)
-        await fetcher.wait_for_data(_wait_slice(consumer))
+        await fetcher.wait_for_data(_wait_slice(parts.config))
 
 
-def _wait_slice(consumer: Consumer) -> float:
+async def _member_turn(parts: PollParts, member: GroupMember) -> None:
+    """Start the rebalance step when due; wait for it unless partitions kept meanwhile can be
+    read (its end wakes a waiting poll). The wait is not the step: a poll timeout leaves it running."""
+    start = member.rebalance_step if member.rebalance_due() else None
+    if member.keeps_fetching_while_rebalancing() and parts.subscription_state().fetchable():
+        parts.poll_step_nowait(REBALANCE, start)
+    else:
+        await parts.poll_step(REBALANCE, start)
+
+
+def _positions_needed(sub: SubscriptionState) -> bool:
+    return bool(sub.needing_reset()) or any(not sub.state(tp).awaiting_callback for tp in sub.needing_position())
+
+
+def _wait_slice(config: ConsumerConfig) -> float:
     # Wake regularly so a rebalance flagged by the heartbeat task is acted on within one interval,
     # and often enough to restart the poll clock well before max_poll_interval_ms lapses.
-    return min(consumer.config.heartbeat_interval, consumer.config.max_poll_interval / 2)
+    return min(config.heartbeat_interval, config.max_poll_interval / 2)
 
 
-def maybe_auto_commit(consumer: Consumer) -> None:
+def maybe_auto_commit(parts: PollParts) -> None:
     """Commit what previous polls handed out, every auto_commit_interval_ms, in the background
     (queued behind earlier commits)."""
-    group = consumer._group
-    if not consumer.config.enable_auto_commit or group is None:
+    member = parts.member
+    if not parts.config.enable_auto_commit or member is None:
         return
-    if consumer._subscription.uses_group and not group.membership.is_stable:
+    if parts.subscription_state().uses_group and not member.is_stable:
         return  # partitions assigned by hand are committed as a standalone consumer
     now = asyncio.get_running_loop().time()
-    if now < consumer._next_auto_commit:
+    if now < parts.next_auto_commit:
         return
-    consumer._next_auto_commit = now + consumer.config.auto_commit_interval
-    offsets = consumer._offsets_to_commit(None)
+    parts.next_auto_commit = now + parts.config.auto_commit_interval
+    offsets = parts.offsets_to_commit()
     if offsets:
-        consumer.queue_commit(offsets).add_done_callback(_log_auto_commit_failure)
+        parts.queue_commit(offsets).add_done_callback(_log_auto_commit_failure)
 
 
-async def update_positions(consumer: Consumer, only: list[TopicPartition] | None) -> None:
-    """Committed offsets for partitions without a position; then resolve pending resets."""
-    sub = consumer._subscription
-    need = [tp for tp in sub.needing_position() if only is None or tp in only]
+async def update_positions(parts: PollParts, only: list[TopicPartition] | None) -> None:
+    """Committed offsets for partitions without a position; then resolve pending resets.
+    The poll path leaves out partitions whose on_partitions_assigned has not returned: the
+    callback may seek them."""
+    sub = parts.subscription_state()
+    if only is not None:
+        need = [tp for tp in sub.needing_position() if tp in only]
+    else:
+        need = [tp for tp in sub.needing_position() if not sub.state(tp).awaiting_callback]
     if need:
         committed = {}
-        if consumer._group is not None:  # subscribed or assigned by hand: the group's offsets
-            committed = await consumer._group.fetch_committed(need, None)
+        member = parts.member
+        if member is not None:  # subscribed or assigned by hand: the group's offsets
+            committed = await member.fetch_committed(need, None)
         for tp in need:
-            if not sub.is_assigned(tp):
-                continue  # revoked while we waited
+            if not sub.is_assigned(tp) or tp not in sub.needing_position():
+                continue  # revoked, seeked or reset while we waited
             found = committed.get(tp)
             if found is not None:
                 sub.seek(tp, found.offset, found.leader_epoch)
             else:
                 sub.request_reset(tp)
     if sub.needing_reset():
-        assert consumer._offsets is not None
-        await consumer._offsets.reset_positions(sub, None)
+        await parts.offsets.reset_positions(sub, None)
 
 
-def metadata_refresh_due(consumer: Consumer) -> bool:
-    fetcher = consumer._fetcher
-    assert fetcher is not None
-    return fetcher.metadata_refresh_needed or \
-        consumer._cluster_or_fail().metadata_age() > consumer.config.metadata_max_age
+def metadata_refresh_due(parts: PollParts) -> bool:
+    return parts.fetcher.metadata_refresh_needed or parts.cluster.metadata_age() > parts.config.metadata_max_age
 
 
-async def refresh_metadata(consumer: Consumer) -> None:
-    fetcher = consumer._fetcher
-    cluster = consumer._cluster
-    assert fetcher is not None
-    assert cluster is not None
-    if consumer._subscription.type is SubscriptionType.PATTERN:
-        topics_changed = await match_pattern(consumer)
-        if topics_changed and consumer._group is not None:
-            consumer._group.request_rejoin("new topics match the subscribed pattern")
+async def refresh_metadata(parts: PollParts) -> None:
+    cluster, sub, member = parts.cluster, parts.subscription_state(), parts.member
+    if sub.type is SubscriptionType.PATTERN:
+        if await parts.refresh_pattern() and member is not None:
+            member.subscription_changed("new topics match the subscribed pattern")
     else:
-        await cluster.refresh_metadata(topics_to_refresh(consumer), timeout=None)
-    check_partition_counts(consumer)
-    fetcher.metadata_refresh_needed = False
-    cluster.raise_topic_errors(consumer._subscription.topics)  # from this poll(), once per refresh
+        watched = member.watched_topics() if member is not None else set()
+        await cluster.refresh_metadata(sorted(set(sub.topics) | watched), timeout=None)
+    if member is not None and sub.uses_group:
+        topics = set(sub.topics) | member.watched_topics()
+        known = {t: cluster.partitions_for(t) for t in topics}
+        member.metadata_refreshed({t: len(p) for t, p in known.items() if p})
+    parts.fetcher.metadata_refresh_needed = False
+    cluster.raise_topic_errors(sub.topics)  # from this poll(), once per refresh
 
 
 def _log_auto_commit_failure(fut: asyncio.Future[None]) -> None:

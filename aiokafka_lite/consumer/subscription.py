@@ -4,6 +4,7 @@ assigned partition, its fetch position, pause flag and pending offset reset. No 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -11,6 +12,8 @@ from enum import Enum
 
 from ..errors import IllegalStateError, InvalidArgumentError
 from ..structs import OffsetAndMetadata, TopicPartition
+
+_INCARNATIONS = itertools.count(1)
 
 
 class SubscriptionType(Enum):
@@ -40,11 +43,16 @@ class PartitionState:
     # Newly assigned, and on_partitions_assigned has not yet returned without an error: not
     # fetched until it has (as in Java).
     awaiting_callback: bool = False
+    # On its way out (a revocation's callback runs): no fetch, and no record handed out.
+    pending_revocation: bool = False
+    # Which assignment of this partition the state belongs to: fetched data is used only by the
+    # same incarnation (a partition revoked and assigned again gets a new one).
+    incarnation: int = field(default_factory=lambda: next(_INCARNATIONS), compare=False)
 
     @property
     def fetchable(self) -> bool:
         return not self.paused and self.position is not None and self.reset_to is None \
-            and not self.awaiting_callback
+            and not self.awaiting_callback and not self.pending_revocation
 
 
 @dataclass
@@ -54,8 +62,6 @@ class SubscriptionState:
     topics: frozenset[str] = frozenset()
     pattern: re.Pattern[str] | None = None
     assignment: dict[TopicPartition, PartitionState] = field(default_factory=dict)
-    # Bumped whenever the assignment changes, so in-flight fetches for old assignments are dropped.
-    assignment_epoch: int = 0
 
     # ------------------------------------------------------------ subscription
 
@@ -130,7 +136,6 @@ class SubscriptionState:
         """Replace the assignment, keeping the state of partitions that stay."""
         old = self.assignment
         self.assignment = {tp: old.get(tp) or PartitionState() for tp in partitions}
-        self.assignment_epoch += 1
 
     def assigned(self) -> set[TopicPartition]:
         return set(self.assignment)
@@ -140,6 +145,12 @@ class SubscriptionState:
             st = self.assignment.get(tp)
             if st is not None:
                 st.awaiting_callback = awaiting
+
+    def set_pending_revocation(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            st = self.assignment.get(tp)
+            if st is not None:
+                st.pending_revocation = True
 
     def awaiting_callback(self) -> set[TopicPartition]:
         return {tp for tp, st in self.assignment.items() if st.awaiting_callback}

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 from .._net.cluster import Cluster
 from .._net.options import ConnectionOptions
 from ..config import ConsumerConfig
+from .classic_member import ClassicMember
 from .fetcher import Fetcher
+from .liveness import LivenessTimers
+from .member import GroupMember, MemberHost
 from .offsets import OffsetLookup
 from .subscription import SubscriptionState
 
@@ -38,3 +43,9 @@ def make_offset_lookup(config: ConsumerConfig, cluster: Cluster) -> OffsetLookup
     return OffsetLookup(cluster, isolation_level=ISOLATION_LEVELS[config.isolation_level],
                         retry_backoff=config.retry_backoff, request_timeout=config.request_timeout,
                         retry_backoff_max=config.retry_backoff_max)
+
+
+def make_member(cluster: Cluster, config: ConsumerConfig, host: MemberHost, timers: LivenessTimers,
+                timers_lock: threading.Lock) -> GroupMember:
+    """The group member for the configured group protocol."""
+    return ClassicMember(cluster, config, host, timers, timers_lock)

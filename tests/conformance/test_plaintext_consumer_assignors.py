@@ -10,7 +10,6 @@ import pytest
 from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._defects import EAGER_ONLY, NOT_STICKY
 from ._kit import Poller, await_assignment, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -74,7 +73,6 @@ async def test_multi_consumer_round_robin_assignor(broker, unique_topic, unique_
             await pollers[0].wait_for(lambda: valid(consumers, partitions), timeout=60)
 
 
-@NOT_STICKY
 async def test_multi_consumer_sticky_assignor(broker, unique_topic, unique_group):
     """PlaintextConsumerAssignorsTest.testMultiConsumerStickyAssignor (our cooperative-sticky; 4 members on 10
     partitions, then a 5th: exactly 2 partitions move, as Kafka's 9 members on 10r move r)."""
@@ -125,7 +123,7 @@ async def test_multi_consumer_default_assignor(broker, topic, tp, tp2, unique_to
 
 @pytest.mark.parametrize(("strategy", "expected_generations"), [
     pytest.param("range", 1, id="range"),
-    pytest.param("cooperative-sticky", 2, marks=EAGER_ONLY, id="cooperative-sticky"),
+    pytest.param("cooperative-sticky", 2, id="cooperative-sticky"),
 ])
 async def test_rebalance_and_rejoin(broker, unique_topic, unique_group, strategy, expected_generations):
     """PlaintextConsumerAssignorsTest.testRebalanceAndRejoin: a second member joins; the first keeps

@@ -13,7 +13,6 @@ from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.testing.helpers import create_topic
 
-from ._defects import EAGER_ONLY
 from ._kit import consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -184,7 +183,6 @@ async def _on_partitions_assigned_called_with_expected_partitions(broker, group,
         assert consumer.assignment() == {tp, added}
 
 
-@EAGER_ONLY
 async def test_on_partitions_assigned_called_with_new_partitions_only_for_classic_cooperative(broker, unique_topic,
                                                                                             unique_group):
     """PlaintextConsumerCallbackTest.testOnPartitionsAssignedCalledWithNewPartitionsOnlyForClassicCooperative."""

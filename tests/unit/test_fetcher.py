@@ -300,11 +300,33 @@ async def test_data_of_a_revoked_or_reassigned_partition_is_dropped() -> None:
     try:
         fetcher.send_fetches()
         await settle(fetcher)
-        sub.set_assignment([T1])  # T0 revoked; T1 kept (same position) but the epoch moved on
-        assert fetcher.fetched_records(100) == {}
-        assert not sub.is_assigned(T0)
-        assert sub.state(T1).position == 0
+        sub.set_assignment([T1])  # T0 revoked; T1 kept: its data still counts (cooperative)
+        sub.set_assignment([T0, T1])  # T0 assigned again: a new incarnation, the old data is stale
+        got = fetcher.fetched_records(100)
+        assert list(got) == [T1]
+        assert offsets_of(got[T1]) == list(range(5))
+        assert sub.state(T0).position is None
         assert fetcher.buffered_bytes() == 0
+    finally:
+        await fetcher.close()
+
+
+async def test_data_of_a_partition_being_revoked_is_not_handed_out() -> None:
+    cluster = FakeCluster({T0: 1, T1: 1})
+    script = ScriptedFetches()
+    script.add(T0, partition(0, batch(0, 5)))
+    script.add(T1, partition(1, batch(0, 5)))
+    cluster.handlers[FETCH.key] = script
+    sub = assigned(T0, T1)
+    fetcher = make_fetcher(cluster, sub)
+    try:
+        fetcher.send_fetches()
+        await settle(fetcher)
+        sub.set_pending_revocation([T0])  # its on_partitions_revoked runs: nothing more of it
+        got = fetcher.fetched_records(100)
+        assert list(got) == [T1]
+        assert sub.state(T0).position == 0
+        assert T0 not in sub.fetchable()
     finally:
         await fetcher.close()
 
