@@ -349,6 +349,10 @@ class GroupCoordinator:
         consumer outside the group, with no generation and no member id."""
         m = self.membership
         generation = (NO_GENERATION, "") if standalone else m.generation_if_stable()
+        if generation is None and m.state in (State.JOINING, State.SYNCING):
+            # As Java: not fatal; the rebalance under way ends in a generation to commit in.
+            raise RebalanceInProgressError(
+                "the group is rebalancing: poll() until it completes, then commit again")
         if generation is None:
             raise CommitFailedError(self._stale_commit_reason())
         body = {

@@ -1,0 +1,47 @@
+"""A steady stream of records for rebalance tests: a reference producer in a thread, spreading
+records over every partition at a fixed rate until stopped."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from aiokafka_lite.testing.helpers import _confluent
+
+
+class SteadyProducer:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, per_second: float) -> None:
+        self._producer: Any = _confluent().Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self._topic = topic
+        self._partitions = partitions
+        self._interval = 1.0 / per_second
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="steady producer", daemon=True)
+        self.sent = 0
+        self.failures: list[str] = []
+
+    def __enter__(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._producer.flush(10)
+        assert not self.failures, self.failures[:3]
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            partition = self.sent % self._partitions
+            self._producer.produce(self._topic, value=b"%d" % self.sent, partition=partition,
+                                   on_delivery=self._delivered)
+            self.sent += 1
+            self._producer.poll(0)
+            next_at += self._interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.failures.append(str(err))
