@@ -246,6 +246,7 @@ BROKER_ERRORS: dict[int, ErrorSpec] = {
     118: _e("TELEMETRY_TOO_LARGE", False),
     119: _e("INVALID_REGISTRATION", False),
     120: _e("TRANSACTION_ABORTABLE", False),
+    128: _e("INVALID_REGULAR_EXPRESSION", False, "the broker cannot use the subscribed topic regex"),
 }
 
 ERROR_CODE_BY_NAME: dict[str, int] = {spec.name: code for code, spec in BROKER_ERRORS.items()}
