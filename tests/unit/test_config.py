@@ -662,3 +662,9 @@ def test_retry_backoff_max_from_java_property_names() -> None:
     assert config.retry_backoff_max == 5.0
     with pytest.raises(ConfigError, match="retry_backoff_ms=200: it must not exceed retry_backoff_max_ms=50"):
         ConsumerConfig.from_properties({"retry.backoff.ms": "200", "retry.backoff.max.ms": "50"})
+
+
+def test_consumer_protocol_refuses_thread_heartbeats_for_now() -> None:
+    with pytest.raises(ConfigError, match="heartbeat_mode='thread' with group_protocol='consumer'"):
+        ConsumerConfig.from_kwargs(group_id="g", group_protocol="consumer", heartbeat_mode="thread")
+    assert ConsumerConfig.from_kwargs(group_id="g", heartbeat_mode="thread").heartbeat_mode == "thread"
