@@ -31,15 +31,13 @@ from .._net.failure_log import FailureLog
 from ..config import ConsumerConfig
 from ..errors import (
     BrokerError,
-    CommitFailedError,
     KafkaError,
-    KafkaTimeoutError,
     UnsupportedVersionError,
 )
-from ..protocol.messages import CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH
+from ..protocol.messages import CONSUMER_GROUP_HEARTBEAT
 from ..structs import OffsetAndMetadata, TopicPartition
-from . import kip848_offsets as offsets_io
 from .health import HealthInputs
+from .kip848_commits import MemberOffsets
 from .kip848_errors import UNSUPPORTED_VERSION, protocol_mismatch
 from .kip848_state import IN_GROUP, Event, Kip848Machine, Plan, State, Subscription
 from .liveness import LivenessTimers
@@ -85,6 +83,8 @@ class Kip848Member(GroupMember):
         self._next_heartbeat = 0.0  # monotonic
         self._backoff = Backoff(config.retry_backoff, config.retry_backoff_max)
         self._heartbeat_version: int | None = None
+        self.offsets = MemberOffsets(cluster, config, self.machine, self._next_heartbeat_answer,
+                                     self._stale_commit_reason)
 
     # ------------------------------------------------------------ the poll path
 
@@ -421,43 +421,17 @@ class Kip848Member(GroupMember):
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], timeout: float | None,
                      standalone: bool = False) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                await self._commit(offsets, standalone)
-        except TimeoutError as exc:
-            raise KafkaTimeoutError(f"commit for group {self.group_id!r} took over {timeout} s") from exc
+        await self.offsets.commit(offsets, timeout, standalone)
 
-    async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], standalone: bool) -> None:
-        m = self.machine
-        backoff = Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
-        while True:
-            if standalone:
-                epoch, member_id, instance = -1, "", None
-            elif m.in_group:
-                epoch, member_id, instance = m.member_epoch, m.member_id, m.instance_id
-            else:
-                raise CommitFailedError(self._stale_commit_reason())
-            body = offsets_io.commit_body(self.group_id, member_id, epoch, instance, offsets)
-            outcome = offsets_io.commit_outcome(await self._send_offsets(OFFSET_COMMIT, body), self.group_id)
-            if outcome.done:
-                return
-            await self._after_offsets_error(outcome, backoff, standalone)
+    async def fetch_committed(self, tps: Iterable[TopicPartition], timeout: float | None
+                              ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return await self.offsets.fetch_committed(tps, timeout)
 
-    async def _after_offsets_error(self, outcome: offsets_io.Outcome, backoff: Backoff,
-                                   standalone: bool) -> None:
-        if outcome.error is not None:
-            raise outcome.error
-        if outcome.gone or (outcome.stale and (standalone or not self.machine.in_group)):
-            raise CommitFailedError(self._stale_commit_reason())
-        if outcome.stale:  # as Java: the epoch moved on; retry with the next heartbeat's epoch
-            self._poke(now=True)
-            async with self._answered:
-                await self._answered.wait()
-            return
-        if outcome.rediscover:
-            self.cluster.mark_coordinator_dead(self.group_id)
-        backoff.failed(time.monotonic())
-        await asyncio.sleep(backoff.delay())
+    async def _next_heartbeat_answer(self) -> None:
+        """For commits that met STALE_MEMBER_EPOCH: heartbeat now and wait for the answer."""
+        self._poke(now=True)
+        async with self._answered:
+            await self._answered.wait()
 
     def _stale_commit_reason(self) -> str:
         why = self._lapse_reason or ("the member is not in the group with a current member epoch "
@@ -465,32 +439,6 @@ class Kip848Member(GroupMember):
         return (f"commit failed: {why}. The partitions may already be owned by another member, which "
                 "will process the uncommitted records again. Poll more often, or raise "
                 "max_poll_interval_ms or lower max_poll_records.")
-
-    async def _send_offsets(self, api: Any, body: dict[str, Any]) -> dict[str, Any]:
-        conn = await self.cluster.coordinator_connection(self.group_id, timeout=self.config.request_timeout)
-        version = conn.version_for(api, offsets_io.OFFSET_VERSION_CAP)
-        try:
-            return await conn.send(api, version, body)
-        except KafkaError:
-            self.cluster.mark_coordinator_dead(self.group_id)
-            raise
-
-    async def fetch_committed(self, tps: Iterable[TopicPartition], timeout: float | None
-                              ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        wanted = list(tps)
-        backoff = Backoff(self.config.retry_backoff, self.config.retry_backoff_max)
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    m = self.machine
-                    member = (m.member_id, m.member_epoch) if m.in_group else (None, -1)
-                    body = offsets_io.fetch_body(self.group_id, member[0], member[1], wanted)
-                    outcome = offsets_io.fetch_outcome(await self._send_offsets(OFFSET_FETCH, body))
-                    if outcome.done or outcome.gone:
-                        return {tp: outcome.offsets.get(tp) for tp in wanted}
-                    await self._after_offsets_error(outcome, backoff, standalone=not m.in_group)
-        except TimeoutError as exc:
-            raise KafkaTimeoutError(f"committed() for group {self.group_id!r} took over {timeout} s") from exc
 
     # ------------------------------------------------------------ metrics
 

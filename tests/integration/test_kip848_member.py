@@ -127,7 +127,8 @@ def kafka(apache_kafka_broker: Any) -> Any:
 
 
 async def test_join_takes_every_partition_then_a_second_member_splits_them(
-        kafka: Any, unique_topic: str, unique_group: str) -> None:
+        kafka: Any, unique_topic: str, unique_group: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="aiokafka_lite")
     create_topic(kafka, unique_topic, partitions=4)
     a = Member(kafka, unique_group)
     b = Member(kafka, unique_group)
@@ -157,6 +158,7 @@ async def test_join_takes_every_partition_then_a_second_member_splits_them(
         assert a.member.metrics()["group_protocol"] == "consumer"
     finally:
         await asyncio.gather(a.close(), b.close())
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []  # healthy: quiet
 
 
 async def test_poll_lapse_leaves_within_100ms_and_the_other_member_takes_over(
@@ -278,5 +280,22 @@ async def test_a_classic_group_of_another_kind_is_a_typed_error(
         with pytest.raises(GroupProtocolError, match="group_protocol='classic'"):
             await a.poll_until(lambda: False, timeout=15)
         assert isinstance(a.member.fatal_error, GroupProtocolError)
+    finally:
+        await a.close()
+
+
+async def test_pattern_subscription_uses_the_broker_regex(
+        kafka: Any, unique_topic: str, unique_group: str) -> None:
+    create_topic(kafka, f"{unique_topic}-a", partitions=1)
+    create_topic(kafka, f"{unique_topic}-b", partitions=1)
+    a = Member(kafka, unique_group)
+    try:
+        await a.cluster.bootstrap()
+        a.host.subscription_state.subscribe_pattern(f"{unique_topic}-.*")
+        a.member.subscription_changed("subscribe")
+        await a.poll_until(lambda: len(a.assigned()) == 2 and a.member.is_stable)
+        assert a.member.machine.subscription.regex == f"{unique_topic}-.*"  # matched by the broker
+        assert a.assigned() == {TopicPartition(f"{unique_topic}-a", 0), TopicPartition(f"{unique_topic}-b", 0)}
+        assert a.host.subscription_state.topics == {f"{unique_topic}-a", f"{unique_topic}-b"}
     finally:
         await a.close()
