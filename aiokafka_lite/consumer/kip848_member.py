@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -39,15 +38,21 @@ from ..structs import OffsetAndMetadata, TopicPartition
 from .health import HealthInputs
 from .kip848_commits import MemberOffsets
 from .kip848_errors import UNSUPPORTED_VERSION, protocol_mismatch
-from .kip848_state import IN_GROUP, Event, Kip848Machine, Plan, State, Subscription
+from .kip848_state import (
+    IN_GROUP,
+    Event,
+    Kip848Machine,
+    Plan,
+    State,
+    Subscription,
+    broker_regex_usable,
+    subscription_for,
+)
 from .liveness import LivenessTimers
 from .member import GroupMember, ListenerEvent, MemberHost, RebalanceCounts
 from .subscription import SubscriptionType
 
 log = logging.getLogger("aiokafka_lite.consumer")
-
-# Python regex syntax the broker's RE2J would read differently or refuse: matched client-side.
-_NOT_RE2 = re.compile(r"\(\?[=!<]|\\[1-9]|\(\?P[=<]|\\Z|\(\?[a-zA-Z]+\)")
 
 
 class Kip848Member(GroupMember):
@@ -149,17 +154,10 @@ class Kip848Member(GroupMember):
         self._poke(now=True)
 
     def _broker_regex(self) -> bool:
-        """KIP-848's broker-side regex (RE2J) needs ConsumerGroupHeartbeat v1 and a pattern RE2J
-        reads as Python does; otherwise the client matches and sends topic names."""
-        pattern = self.host.subscription_state.pattern
-        return (pattern is not None and (self._heartbeat_version or 0) >= 1
-                and not _NOT_RE2.search(pattern.pattern) and pattern.flags & ~re.UNICODE == 0)
+        return broker_regex_usable(self.host.subscription_state.pattern, self._heartbeat_version)
 
     def _subscription(self) -> Subscription:
-        sub = self.host.subscription_state
-        if sub.type is SubscriptionType.PATTERN and sub.pattern is not None and self._broker_regex():
-            return Subscription(regex=sub.pattern.pattern)
-        return Subscription(topics=frozenset(sub.topics))
+        return subscription_for(self.host.subscription_state, self._heartbeat_version)
 
     async def _reconcile(self) -> None:
         m, sub = self.machine, self.host.subscription_state

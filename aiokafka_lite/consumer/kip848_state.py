@@ -25,6 +25,7 @@ will come back with the same instance id.
 from __future__ import annotations
 
 import base64
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import Any
 from ..errors import IllegalStateError
 from ..structs import TopicPartition
 from .kip848_errors import Verdict, classify
+from .subscription import SubscriptionState, SubscriptionType
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -355,3 +357,22 @@ def owned_field(owned: TopicIdPartitions) -> list[dict[str, Any]]:
     for topic_id, partition in owned:
         by_topic.setdefault(topic_id, []).append(partition)
     return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items(), key=str)]
+
+
+# Python regex syntax that the broker's RE2J reads differently or refuses (lookaround,
+# backreferences, \Z, inline flags): such patterns are matched client-side.
+_NOT_RE2 = re.compile(r"\(\?[=!<]|\\[1-9]|\(\?P[=<]|\\Z|\(\?[a-zA-Z]+\)")
+
+
+def broker_regex_usable(pattern: re.Pattern[str] | None, heartbeat_version: int | None) -> bool:
+    """KIP-848's broker-side regex needs ConsumerGroupHeartbeat v1 and a pattern RE2J reads as
+    Python does (full-name match on both sides); otherwise the client matches and sends names."""
+    return (pattern is not None and (heartbeat_version or 0) >= 1
+            and not _NOT_RE2.search(pattern.pattern) and pattern.flags & ~re.UNICODE == 0)
+
+
+def subscription_for(sub: SubscriptionState, heartbeat_version: int | None) -> Subscription:
+    if sub.type is SubscriptionType.PATTERN and sub.pattern is not None \
+            and broker_regex_usable(sub.pattern, heartbeat_version):
+        return Subscription(regex=sub.pattern.pattern)
+    return Subscription(topics=frozenset(sub.topics))

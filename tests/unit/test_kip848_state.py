@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -14,8 +15,11 @@ from aiokafka_lite.consumer.kip848_state import (
     Kip848Machine,
     State,
     Subscription,
+    broker_regex_usable,
     new_member_id,
+    subscription_for,
 )
+from aiokafka_lite.consumer.subscription import SubscriptionState
 from aiokafka_lite.errors import (
     BrokerError,
     FencedInstanceIdError,
@@ -308,3 +312,18 @@ def test_every_state_can_become_fatal_and_only_close_is_left() -> None:
     for state in State:
         assert TRANSITIONS[(state, Event.FATAL)] is State.FATAL
     assert [e for (s, e) in TRANSITIONS if s is State.FATAL] == [Event.FATAL]
+
+
+@pytest.mark.parametrize(("pattern", "version", "usable"), [
+    ("orders-.*", 1, True), ("orders-.*", 0, False), ("(?=x)y", 1, False), (r"(a)\1", 1, False),
+    (r"a\Z", 1, False), ("(?i)orders", 1, False), ("a|b[0-9]+", 1, True),
+])
+def test_broker_regex_only_for_v1_and_re2_compatible_patterns(pattern: str, version: int, usable: bool) -> None:
+    assert broker_regex_usable(re.compile(pattern), version) is usable
+
+
+def test_ignorecase_pattern_is_matched_client_side() -> None:
+    sub = SubscriptionState()
+    sub.subscribe_pattern(re.compile("orders", re.IGNORECASE))
+    sub.match_pattern(["ORDERS", "x"])
+    assert subscription_for(sub, 1) == Subscription(topics=frozenset({"ORDERS"}))
