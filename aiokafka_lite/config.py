@@ -11,6 +11,13 @@ As in Java, leaving ``enable_auto_commit`` at its default turns it off silently,
 ``enable_auto_commit=True`` through :meth:`ConsumerConfig.from_kwargs` / ``from_properties`` is an
 error (the caller believes offsets are being committed). Direct construction can't tell the two
 apart and always turns it off silently.
+
+``group_protocol="consumer"`` (KIP-848): the broker owns the session timeout, the heartbeat
+interval and the assignment (``group.consumer.session.timeout.ms``,
+``group.consumer.heartbeat.interval.ms``, ``group.consumer.assignors``), so, as in Java, setting
+``session_timeout_ms``, ``heartbeat_interval_ms`` or ``partition_assignment_strategy`` explicitly
+is an error. ``from_kwargs``/``from_properties`` know which settings were given; direct
+construction catches a value other than the default.
 """
 
 from __future__ import annotations
@@ -230,6 +237,17 @@ class _Assignors(_Check):
         return "assignor names among " + ", ".join(map(repr, sorted(KNOWN_ASSIGNORS)))
 
 
+class _Assignor848(_Check):
+    choices = ("uniform", "range")
+
+    def check(self, name: str, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip().lower() in self.choices:
+            return value.strip().lower()
+        raise _invalid(name, value, "None (the broker's default) or one of 'uniform', 'range'")
+
+
 def _meta(check: _Check, doc: str) -> dict[str, Any]:
     return {"check": check, "doc": doc}
 
@@ -341,6 +359,12 @@ class ConsumerConfig:
     sasl_plain_username: str | None = field(default=None, metadata=_meta(_Text(), "SASL user name."))
     sasl_plain_password: str | None = field(default=None, repr=False, metadata=_meta(
         _Text(), "SASL password."))
+    group_protocol: str = field(default="classic", metadata=_meta(
+        _Choice("classic", "consumer"), "Group protocol: classic (JoinGroup/SyncGroup) or consumer "
+        "(KIP-848: the broker assigns; Kafka 4.0+)."))
+    group_remote_assignor: str | None = field(default=None, metadata=_meta(
+        _Assignor848(), "With group_protocol='consumer': the broker-side assignor, uniform or range; "
+        "None lets the broker choose (group.consumer.assignors)."))
     heartbeat_mode: str = field(default="task", metadata=_meta(
         _Choice("task", "thread"), "Heartbeat from an asyncio task, or from a thread that keeps "
         "the session alive while the event loop is blocked."))
@@ -395,6 +419,18 @@ class ConsumerConfig:
         if self.group_instance_id is not None and self.group_id is None:
             raise ConfigError(f"invalid group_instance_id={self.group_instance_id!r}: static "
                               "membership needs a group; set group_id too")
+        if self.group_protocol == "consumer":
+            # Direct construction: a value other than the default was surely set by the caller.
+            _refuse_broker_owned(n for n in BROKER_OWNED_SETTINGS
+                                 if getattr(self, n) != _SETTING_DEFAULTS[n])
+            if self.heartbeat_mode == "thread":
+                raise ConfigError("invalid heartbeat_mode='thread' with group_protocol='consumer': "
+                                  "the KIP-848 member heartbeats from an asyncio task only (so far); "
+                                  "use heartbeat_mode='task', or group_protocol='classic'")
+        elif self.group_remote_assignor is not None:
+            raise ConfigError(f"invalid group_remote_assignor={self.group_remote_assignor!r}: it "
+                              "applies to group_protocol='consumer' only (now 'classic'); use "
+                              "partition_assignment_strategy with the classic protocol")
 
     def _check_security(self) -> None:
         if self.security_protocol.startswith("SASL_"):
@@ -430,6 +466,9 @@ class ConsumerConfig:
             if name not in _FIELD_NAMES:
                 raise _unknown(name, _FIELD_NAMES, "setting")
         settings = dict(kwargs)
+        if isinstance(settings.get("group_protocol"), str) \
+                and settings["group_protocol"].strip().lower() == "consumer":
+            _refuse_broker_owned(n for n in BROKER_OWNED_SETTINGS if n in settings)
         _raise_unset_backoff_caps(settings)
         config = cls(**settings)
         if settings.get("enable_auto_commit") is True and config.group_id is None:
@@ -497,6 +536,22 @@ class ConsumerConfig:
 _FIELD_NAMES: tuple[str, ...] = tuple(s.name for s in fields(ConsumerConfig))
 _SETTING_DEFAULTS: dict[str, Any] = {s.name: s.default for s in fields(ConsumerConfig)}
 
+# Settings the broker owns under KIP-848, and the broker setting that replaces each.
+BROKER_OWNED_SETTINGS: dict[str, str] = {
+    "session_timeout_ms": "group.consumer.session.timeout.ms",
+    "heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
+    "partition_assignment_strategy": "group.consumer.assignors (choose one with group_remote_assignor)",
+}
+
+
+def _refuse_broker_owned(names: Iterable[str]) -> None:
+    given = sorted(names)
+    if given:
+        raise ConfigError(
+            f"invalid {', '.join(given)} with group_protocol='consumer': under KIP-848 the broker "
+            "owns " + "; ".join(f"{n} (broker setting {BROKER_OWNED_SETTINGS[n]})" for n in given)
+            + ". Remove the setting, or use group_protocol='classic'")
+
 
 def _raise_unset_backoff_caps(settings: dict[str, Any]) -> None:
     """As in Java: a backoff above the default cap raises the cap, unless the cap was given too."""
@@ -538,7 +593,7 @@ _UNSUPPORTED_PROPERTIES = frozenset({
     "metrics.sample.window.ms", "auto.include.jmx.reporter", "enable.metrics.push",
     "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
     "socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms",
-    "security.providers", "group.remote.assignor", "ssl.protocol", "ssl.enabled.protocols",
+    "security.providers", "ssl.protocol", "ssl.enabled.protocols",
     "ssl.cipher.suites", "ssl.provider", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
     "ssl.secure.random.implementation", "ssl.engine.factory.class", "sasl.jaas.config",
     "sasl.client.callback.handler.class", "metadata.recovery.strategy",
@@ -552,11 +607,6 @@ def _translate_property(key: str, value: Any) -> tuple[str | None, Any]:
     """(field name, value) for one dotted property; field name None means "accepted, no effect"."""
     if key == _HOSTNAME_CHECK_PROPERTY:
         return "ssl_check_hostname", _hostname_check(value)
-    if key == "group.protocol":
-        if isinstance(value, str) and value.strip().lower() == "classic":
-            return None, value  # the only protocol this client speaks
-        raise ConfigError(f"unsupported group.protocol={value!r}: aiokafka-lite speaks 'classic' only "
-                          "(the KIP-848 'consumer' protocol is not supported)")
     if key in _UNSUPPORTED_PROPERTIES or key.startswith(_UNSUPPORTED_PREFIXES):
         raise ConfigError(f"unsupported setting {key!r}: a Java consumer setting aiokafka-lite does "
                           "not support")

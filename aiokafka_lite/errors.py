@@ -108,7 +108,22 @@ class FencedInstanceIdError(BrokerError):
         super().__init__(FENCED_INSTANCE_ID, context)
 
 
+class UnreleasedInstanceIdError(BrokerError):
+    """KIP-848: a static member rejoined with a group_instance_id that another member of the
+    group still holds (it has not left, or its session has not expired yet)."""
+
+    def __init__(self, context: str = "") -> None:
+        super().__init__(UNRELEASED_INSTANCE_ID, context)
+
+
+class GroupProtocolError(BrokerError):
+    """The broker or the group cannot take this consumer's group protocol: e.g.
+    group_protocol='consumer' against a broker without KIP-848, or a group id that a classic
+    group of another kind uses. The message names the setting to change."""
+
+
 FENCED_INSTANCE_ID = 82
+UNRELEASED_INSTANCE_ID = 111
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +261,7 @@ BROKER_ERRORS: dict[int, ErrorSpec] = {
     118: _e("TELEMETRY_TOO_LARGE", False),
     119: _e("INVALID_REGISTRATION", False),
     120: _e("TRANSACTION_ABORTABLE", False),
+    128: _e("INVALID_REGULAR_EXPRESSION", False, "the broker cannot use the subscribed topic regex"),
 }
 
 ERROR_CODE_BY_NAME: dict[str, int] = {spec.name: code for code, spec in BROKER_ERRORS.items()}
@@ -255,6 +271,8 @@ def broker_error(code: int, context: str = "") -> BrokerError:
     """The typed error for a non-zero broker error code (a subclass where one exists)."""
     if code == FENCED_INSTANCE_ID:
         return FencedInstanceIdError(context)
+    if code == UNRELEASED_INSTANCE_ID:
+        return UnreleasedInstanceIdError(context)
     return BrokerError(code, context)
 
 

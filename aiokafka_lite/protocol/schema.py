@@ -95,11 +95,25 @@ def parse_versions(text: str) -> tuple[int, int]:
 
 # ---------------------------------------------------------------- defaults
 
+class _Null:
+    """The specs' ``"default": "null"`` for a nullable array (arrays otherwise default to [])."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+NULL: Any = _Null()
+
+
 def default_value(f: Field, version: int) -> Any:
+    if f.default is NULL:
+        return None
     if f.default is not None:
         return f.default
     t = f.type
     if t in ("string", "bytes", "records") and (f.nullable_in(version) or _nullable_throughout(f)):
+        return None
+    if isinstance(t, Struct) and _nullable_throughout(f):  # e.g. a heartbeat's "no new assignment"
         return None
     if isinstance(t, Array):
         return []
@@ -130,7 +144,13 @@ def decode_defaults(struct: Struct, version: int) -> dict[str, Any]:
 def encode_struct(w: Writer, struct: Struct, value: Mapping[str, Any], version: int, flexible: bool) -> None:
     untagged, tagged = struct.plan(version)
     for f in untagged:
-        _encode_value(w, f.type, _get(value, f, version), version, flexible)
+        v = _get(value, f, version)
+        if isinstance(f.type, Struct) and f.nullable_in(version):
+            # A nullable struct: a -1 (null) or 1 (present) marker byte first, as Kafka does.
+            w.int8(-1 if v is None else 1)
+            if v is None:
+                continue
+        _encode_value(w, f.type, v, version, flexible)
     if flexible:
         _encode_tagged(w, tagged, value, version)
 
@@ -192,6 +212,9 @@ def decode_struct(r: Reader, struct: Struct, version: int, flexible: bool) -> di
     untagged, tagged = struct.plan(version)
     out: dict[str, Any] = {}
     for f in untagged:
+        if isinstance(f.type, Struct) and f.nullable_in(version) and r.int8() < 0:
+            out[f.name] = None
+            continue
         out[f.name] = _decode_value(r, f.type, version, flexible)
     if flexible:
         _decode_tagged(r, tagged, out, version)

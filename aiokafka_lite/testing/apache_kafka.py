@@ -52,6 +52,12 @@ FAST_TEST_PROPERTIES: dict[str, str] = {
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
+    # KIP-848 consumer groups: the broker sets the heartbeat interval (5 s by default, and no
+    # lower than its minimum, also 5 s); faster rebalances for the consumer-protocol tests.
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "10000",
+    "group.consumer.min.session.timeout.ms": "1000",
     # After a SIGKILL the controller refuses the broker's new registration until the old one's
     # session lapses (9 s by default); a short session makes kill-and-restart quick.
     "broker.heartbeat.interval.ms": "500",

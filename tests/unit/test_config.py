@@ -476,9 +476,52 @@ def test_known_but_unsupported_java_settings_are_rejected(key: str) -> None:
     assert key in str(info.value)
 
 
-def test_only_the_classic_group_protocol_is_accepted() -> None:
-    with pytest.raises(ConfigError, match=r"group\.protocol"):
-        ConsumerConfig.from_properties({"group.protocol": "consumer"})
+def test_group_protocol_defaults_to_classic_and_accepts_consumer() -> None:
+    assert ConsumerConfig().group_protocol == "classic"
+    assert ConsumerConfig().group_remote_assignor is None
+    config = ConsumerConfig.from_properties({"group.id": "g", "group.protocol": "CONSUMER",
+                                             "group.remote.assignor": "uniform"})
+    assert (config.group_protocol, config.group_remote_assignor) == ("consumer", "uniform")
+    assert ConsumerConfig.from_kwargs(group_protocol="consumer", group_remote_assignor="range") \
+        .group_remote_assignor == "range"
+
+
+@pytest.mark.parametrize(("key", "value"), [("group_protocol", "kip848"), ("group_protocol", None),
+                                            ("group_remote_assignor", "sticky"),
+                                            ("group_remote_assignor", 1)])
+def test_invalid_group_protocol_settings_are_rejected(key: str, value: Any) -> None:
+    with pytest.raises(ConfigError, match=key):
+        ConsumerConfig.from_kwargs(**({"group_protocol": "consumer"} | {key: value}))
+
+
+@pytest.mark.parametrize(("name", "value", "broker_setting"), [
+    ("session_timeout_ms", 45000, "group.consumer.session.timeout.ms"),   # even the default value
+    ("heartbeat_interval_ms", 1000, "group.consumer.heartbeat.interval.ms"),
+    ("partition_assignment_strategy", ["range"], "group.consumer.assignors"),
+])
+def test_consumer_protocol_refuses_explicit_broker_owned_settings(name: str, value: Any,
+                                                                  broker_setting: str) -> None:
+    with pytest.raises(ConfigError, match=name) as info:
+        ConsumerConfig.from_kwargs(group_id="g", group_protocol="consumer", **{name: value})
+    assert broker_setting in str(info.value)
+    assert "KIP-848" in str(info.value)
+    ConsumerConfig.from_kwargs(group_id="g", group_protocol="classic", **{name: value})  # fine there
+
+
+def test_consumer_protocol_refuses_broker_owned_properties() -> None:
+    with pytest.raises(ConfigError, match="session_timeout_ms"):
+        ConsumerConfig.from_properties({"group.protocol": "consumer", "session.timeout.ms": "30000"})
+
+
+def test_direct_construction_refuses_non_default_broker_owned_settings() -> None:
+    with pytest.raises(ConfigError, match="heartbeat_interval_ms"):
+        ConsumerConfig(group_protocol="consumer", heartbeat_interval_ms=1000)
+    assert ConsumerConfig(group_protocol="consumer").session_timeout_ms == 45000
+
+
+def test_remote_assignor_needs_the_consumer_protocol() -> None:
+    with pytest.raises(ConfigError, match=r"group_remote_assignor='range'.*consumer"):
+        ConsumerConfig.from_kwargs(group_remote_assignor="range")
 
 
 def test_same_setting_twice_through_an_alias_is_rejected() -> None:
@@ -619,3 +662,9 @@ def test_retry_backoff_max_from_java_property_names() -> None:
     assert config.retry_backoff_max == 5.0
     with pytest.raises(ConfigError, match="retry_backoff_ms=200: it must not exceed retry_backoff_max_ms=50"):
         ConsumerConfig.from_properties({"retry.backoff.ms": "200", "retry.backoff.max.ms": "50"})
+
+
+def test_consumer_protocol_refuses_thread_heartbeats_for_now() -> None:
+    with pytest.raises(ConfigError, match="heartbeat_mode='thread' with group_protocol='consumer'"):
+        ConsumerConfig.from_kwargs(group_id="g", group_protocol="consumer", heartbeat_mode="thread")
+    assert ConsumerConfig.from_kwargs(group_id="g", heartbeat_mode="thread").heartbeat_mode == "thread"
