@@ -94,7 +94,7 @@ class Kip848Member(GroupMember):
     # ------------------------------------------------------------ the poll path
 
     def rebalance_due(self) -> bool:
-        m, sub = self.machine, self.host.subscription_state
+        m, sub = self.machine, self.host.subscription_state()
         if m.state is State.UNSUBSCRIBED:
             return sub.uses_group
         if m.state in (State.FENCED, State.STALE):
@@ -102,7 +102,7 @@ class Kip848Member(GroupMember):
         return m.state is State.RECONCILING or bool(sub.awaiting_callback())
 
     async def rebalance_step(self) -> None:
-        m, sub = self.machine, self.host.subscription_state
+        m, sub = self.machine, self.host.subscription_state()
         self._start_liveness()
         if m.state is State.UNSUBSCRIBED and sub.uses_group:
             await self._subscribe()
@@ -126,7 +126,7 @@ class Kip848Member(GroupMember):
 
     def subscription_changed(self, reason: str) -> None:
         log.debug("group %s: subscription changed: %s", self.group_id, reason)
-        m, sub = self.machine, self.host.subscription_state
+        m, sub = self.machine, self.host.subscription_state()
         if not sub.uses_group:
             if m.state in IN_GROUP:  # unsubscribe(): leave in the background, as Java
                 m.request_leave()
@@ -139,7 +139,7 @@ class Kip848Member(GroupMember):
         self.host.wake()
 
     async def _subscribe(self) -> None:
-        sub = self.host.subscription_state
+        sub = self.host.subscription_state()
         conn = await self.cluster.coordinator_connection(self.group_id, timeout=self.config.request_timeout)
         try:
             self._heartbeat_version = conn.version_for(CONSUMER_GROUP_HEARTBEAT)
@@ -154,13 +154,13 @@ class Kip848Member(GroupMember):
         self._poke(now=True)
 
     def _broker_regex(self) -> bool:
-        return broker_regex_usable(self.host.subscription_state.pattern, self._heartbeat_version)
+        return broker_regex_usable(self.host.subscription_state().pattern, self._heartbeat_version)
 
     def _subscription(self) -> Subscription:
-        return subscription_for(self.host.subscription_state, self._heartbeat_version)
+        return subscription_for(self.host.subscription_state(), self._heartbeat_version)
 
     async def _reconcile(self) -> None:
-        m, sub = self.machine, self.host.subscription_state
+        m, sub = self.machine, self.host.subscription_state()
         plan = m.plan(self.cluster.metadata.topic_name)
         if plan is not None and plan.unresolved:
             await self.cluster.refresh_metadata(None, timeout=self.config.request_timeout)
@@ -180,7 +180,7 @@ class Kip848Member(GroupMember):
         await self._assigned_callback(self._take(plan, revoked))
 
     def _take(self, plan: Plan, revoked: set[TopicPartition]) -> set[TopicPartition]:
-        sub = self.host.subscription_state
+        sub = self.host.subscription_state()
         added = set(plan.add) - sub.assigned()
         sub.set_assignment(sub.assigned() | added)
         sub.set_awaiting_callback(added, True)
@@ -197,10 +197,10 @@ class Kip848Member(GroupMember):
 
     async def _assigned_callback(self, partitions: set[TopicPartition]) -> None:
         await self.host.run_listener(ListenerEvent.ASSIGNED, partitions)
-        self.host.subscription_state.set_awaiting_callback(partitions, False)
+        self.host.subscription_state().set_awaiting_callback(partitions, False)
 
     async def _lose(self) -> None:
-        sub = self.host.subscription_state
+        sub = self.host.subscription_state()
         lost = sub.assigned()
         self.counts = RebalanceCounts(lost=len(lost))
         if not lost:

@@ -9,6 +9,7 @@ from .._net.options import ConnectionOptions
 from ..config import ConsumerConfig
 from .classic_member import ClassicMember
 from .fetcher import Fetcher
+from .kip848_member import Kip848Member
 from .liveness import LivenessTimers
 from .member import GroupMember, MemberHost
 from .offsets import OffsetLookup
@@ -47,5 +48,7 @@ def make_offset_lookup(config: ConsumerConfig, cluster: Cluster) -> OffsetLookup
 
 def make_member(cluster: Cluster, config: ConsumerConfig, host: MemberHost, timers: LivenessTimers,
                 timers_lock: threading.Lock) -> GroupMember:
-    """The group member for the configured group protocol."""
+    """The group member for the configured group protocol (group.protocol)."""
+    if config.group_protocol == "consumer":
+        return Kip848Member(cluster, config, host, timers, timers_lock)
     return ClassicMember(cluster, config, host, timers, timers_lock)

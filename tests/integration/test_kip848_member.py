@@ -46,9 +46,12 @@ class Host:
     def config(self) -> ConsumerConfig:
         return self._config
 
-    @property
     def subscription_state(self) -> SubscriptionState:
         return self._subscription
+
+    async def refresh_pattern(self) -> bool:
+        await self._cluster.refresh_metadata(None, timeout=None)
+        return self._subscription.match_pattern(self._cluster.topics(exclude_internal=True))
 
     @property
     def cluster(self) -> Cluster:
@@ -90,7 +93,7 @@ class Member:
 
     async def start(self, *topics: str) -> None:
         await self.cluster.bootstrap()
-        self.host.subscription_state.subscribe(topics)
+        self.host.subscription_state().subscribe(topics)
         self.member.subscription_changed("subscribe")
 
     async def poll(self) -> None:
@@ -107,7 +110,7 @@ class Member:
             await asyncio.sleep(0.05)
 
     def assigned(self) -> set[TopicPartition]:
-        return self.host.subscription_state.assigned()
+        return self.host.subscription_state().assigned()
 
     async def close(self) -> None:
         try:
@@ -291,11 +294,11 @@ async def test_pattern_subscription_uses_the_broker_regex(
     a = Member(kafka, unique_group)
     try:
         await a.cluster.bootstrap()
-        a.host.subscription_state.subscribe_pattern(f"{unique_topic}-.*")
+        a.host.subscription_state().subscribe_pattern(f"{unique_topic}-.*")
         a.member.subscription_changed("subscribe")
         await a.poll_until(lambda: len(a.assigned()) == 2 and a.member.is_stable)
         assert a.member.machine.subscription.regex == f"{unique_topic}-.*"  # matched by the broker
         assert a.assigned() == {TopicPartition(f"{unique_topic}-a", 0), TopicPartition(f"{unique_topic}-b", 0)}
-        assert a.host.subscription_state.topics == {f"{unique_topic}-a", f"{unique_topic}-b"}
+        assert a.host.subscription_state().topics == {f"{unique_topic}-a", f"{unique_topic}-b"}
     finally:
         await a.close()
