@@ -62,6 +62,7 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     18: ("ApiVersions", 0, 4, 3),
     19: ("CreateTopics", 2, 7, 5),
     36: ("SaslAuthenticate", 0, 2, 2),
+    69: ("ConsumerGroupDescribe", 0, 1, 0),
 }
 
 ALL_VERSIONS = [
