@@ -1,10 +1,12 @@
 """`aiokafka-lite groups describe GROUP`: members, what each was assigned, committed offsets and lag.
 
 Built on the I/O shell and the protocol schemas, the consumer is not involved (it never asks
-about other members): DescribeGroups to the coordinator gives the members with their
-ConsumerProtocol subscription and assignment bytes, OffsetFetch the committed offsets, ListOffsets
-the log-end offsets; lag = end - committed. On a broker known to misreport log-end offsets (Tansu,
-see ``testing.tansu.DEVIATIONS``) END and LAG are starred and a note says why they are not to be trusted.
+about other members): ``cli_group_members`` gets the members from ConsumerGroupDescribe (KIP-848
+"consumer" groups: epochs, current and target assignments) or DescribeGroups (classic groups:
+ConsumerProtocol subscription and assignment bytes), choosing as Java's admin client does;
+OffsetFetch gives the committed offsets, ListOffsets the log-end offsets; lag = end - committed.
+On a broker known to misreport log-end offsets (Tansu, see ``testing.tansu.DEVIATIONS``) END and
+LAG are starred and a note says why they are not to be trusted.
 """
 
 from __future__ import annotations
@@ -18,28 +20,18 @@ from typing import Any, TextIO
 from ._net.broker_identity import is_tansu
 from ._net.cluster import Cluster
 from ._net.options import ConnectionOptions
+from .cli_group_members import MemberView, describe_members
 from .cli_run import EXIT_OK, first_of, run_command
 from .config import ConsumerConfig
 from .consumer.offsets import OffsetLookup
 from .errors import BrokerError, KafkaError, ProtocolDecodeError
-from .protocol.consumer_protocol import decode_assignment, decode_subscription
-from .protocol.messages import DESCRIBE_GROUPS, OFFSET_FETCH
+from .protocol.messages import OFFSET_FETCH
 from .structs import TopicPartition
 from .testing.tansu import DEVIATIONS
 
 # OffsetFetch v10 names topics by id only; this tool works with names.
 OFFSET_FETCH_MAX_VERSION = 9
 TIMEOUT_SECONDS = 30.0
-
-
-@dataclass
-class MemberView:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    subscription: list[str] = field(default_factory=list)
-    assignment: list[TopicPartition] = field(default_factory=list)
 
 
 @dataclass
@@ -55,11 +47,14 @@ class PartitionView:
 @dataclass
 class GroupView:
     group_id: str
+    group_type: str  # "consumer" (KIP-848) or "classic"
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # the assignor: agreed by classic members, or the broker's for consumer groups
     members: list[MemberView]
     partitions: list[PartitionView]
+    group_epoch: int | None = None  # consumer groups only
+    assignment_epoch: int | None = None
     notes: list[str] = field(default_factory=list)  # why figures above may be wrong
 
 
@@ -67,25 +62,6 @@ def tansu_end_offsets_note() -> str:
     deviation = DEVIATIONS["list_offsets_latest"]
     return (f"the broker is Tansu, so END and LAG may be too low: its {deviation.differs} "
             f"(aiokafka_lite.testing.tansu.DEVIATIONS[{deviation.name!r}])")
-
-
-def _member(raw: dict[str, Any], consumer_protocol: bool) -> MemberView:
-    member = MemberView(raw["member_id"], raw.get("group_instance_id"), raw["client_id"], raw["client_host"])
-    # Only "consumer" groups carry ConsumerProtocol bytes; while rebalancing the assignment is empty.
-    if consumer_protocol and raw["member_metadata"]:
-        member.subscription = sorted(decode_subscription(raw["member_metadata"]).topics)
-    if consumer_protocol and raw["member_assignment"]:
-        member.assignment = sorted(decode_assignment(raw["member_assignment"]).partitions())
-    return member
-
-
-async def _describe(cluster: Cluster, node_id: int, group_id: str) -> dict[str, Any]:
-    response = await cluster.send(node_id, DESCRIBE_GROUPS, {"groups": [group_id],
-                                                             "include_authorized_operations": False})
-    group: dict[str, Any] = response["groups"][0]
-    if group["error_code"]:
-        raise BrokerError(group["error_code"], f"DescribeGroups {group_id!r}")
-    return group
 
 
 async def _committed(cluster: Cluster, node_id: int, group_id: str) -> dict[TopicPartition, int]:
@@ -131,31 +107,52 @@ async def describe_group(bootstrap: str, group_id: str, timeout: float = TIMEOUT
         async with asyncio.timeout(timeout):
             await cluster.bootstrap()
             node_id = await cluster.find_coordinator(group_id)
-            raw = await _describe(cluster, node_id, group_id)
-            consumer_protocol = raw["protocol_type"] == "consumer"
-            members = [_member(m, consumer_protocol) for m in raw["members"]]
+            group = await describe_members(cluster, node_id, group_id)
             committed = await _committed(cluster, node_id, group_id)
-            owned = {tp for m in members for tp in m.assignment}
+            owned = {tp for m in group.members for tp in m.assignment}
             ends = await _end_offsets(cluster, owned | set(committed))
             notes = [tansu_end_offsets_note()] if ends and await is_tansu(cluster) else []
     finally:
         await cluster.close()
-    return GroupView(group_id, raw["group_state"], raw["protocol_type"], raw["protocol_data"], members,
-                     _partitions(members, committed, ends), notes)
+    return GroupView(group_id, group.group_type, group.state, group.protocol_type, group.assignor,
+                     group.members, _partitions(group.members, committed, ends), group.group_epoch,
+                     group.assignment_epoch, notes)
 
 
 def _shown(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def render_text(view: GroupView, out: TextIO) -> None:
-    out.write(f"group {view.group_id}: state {view.state}, protocol {view.protocol_type or '-'}/"
-              f"{view.protocol or '-'}, {len(view.members)} member(s)\n\n")
-    out.write("MEMBER  CLIENT-ID  HOST  INSTANCE-ID  SUBSCRIPTION  ASSIGNMENT\n")
+def _partition_list(tps: list[TopicPartition] | None) -> str:
+    return ",".join(f"{tp.topic}-{tp.partition}" for tp in tps or []) or "-"
+
+
+def _header(view: GroupView) -> str:
+    if view.group_type == "consumer":
+        kind = (f"consumer protocol (KIP-848), assignor {view.protocol or '-'}, group epoch "
+                f"{_shown(view.group_epoch)}, assignment epoch {_shown(view.assignment_epoch)}")
+    else:
+        kind = f"protocol {view.protocol_type or '-'}/{view.protocol or '-'}"
+    return f"group {view.group_id}: state {view.state}, {kind}, {len(view.members)} member(s)\n"
+
+
+def _member_rows(view: GroupView) -> list[str]:
+    consumer = view.group_type == "consumer"
+    rows = ["MEMBER  CLIENT-ID  HOST  INSTANCE-ID  " + ("EPOCH  " if consumer else "") + "SUBSCRIPTION  ASSIGNMENT"
+            + ("  TARGET-ASSIGNMENT" if consumer else "")]
     for m in view.members:
-        assigned = ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment) or "-"
-        out.write(f"{m.member_id}  {m.client_id}  {m.client_host}  {_shown(m.group_instance_id)}  "
-                  f"{','.join(m.subscription) or '-'}  {assigned}\n")
+        subscribed = ",".join(m.subscription) + (f"/{m.subscription_regex}/" if m.subscription_regex else "")
+        row = f"{m.member_id}  {m.client_id}  {m.client_host}  {_shown(m.group_instance_id)}  "
+        row += f"{_shown(m.member_epoch)}  " if consumer else ""
+        row += f"{subscribed or '-'}  {_partition_list(m.assignment)}"
+        row += f"  {_partition_list(m.target_assignment)}" if consumer else ""
+        rows.append(row)
+    return rows
+
+
+def render_text(view: GroupView, out: TextIO) -> None:
+    out.write(_header(view) + "\n")
+    out.write("".join(f"{row}\n" for row in _member_rows(view)))
     star = "*" if view.notes else ""
     out.write(f"\nTOPIC  PARTITION  COMMITTED  END{star}  LAG{star}  MEMBER\n")
     for p in view.partitions:
@@ -165,10 +162,15 @@ def render_text(view: GroupView, out: TextIO) -> None:
         out.write(f"* {note}\n")
 
 
+def _json_partitions(tps: list[tuple[str, int]] | None) -> list[dict[str, Any]] | None:
+    return None if tps is None else [{"topic": t, "partition": p} for t, p in tps]
+
+
 def render_json(view: GroupView, out: TextIO) -> None:
     data = asdict(view)
     for member in data["members"]:
-        member["assignment"] = [{"topic": t, "partition": p} for t, p in member["assignment"]]
+        member["assignment"] = _json_partitions(member["assignment"])
+        member["target_assignment"] = _json_partitions(member["target_assignment"])
     out.write(json.dumps(data, indent=2) + "\n")
 
 

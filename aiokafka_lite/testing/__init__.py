@@ -2,7 +2,8 @@
 
 Each broker listens on 127.0.0.1 on free ports, is a context manager, and exposes
 ``bootstrap_servers`` and ``name``. The pytest plugin (``aiokafka_lite.testing.plugin``) wraps them
-as fixtures; ``helpers`` creates topics and produces test data with a reference client.
+as fixtures; ``helpers`` creates topics and produces test data with a reference client, and
+``java_clients.VerifiableConsumer`` runs Kafka's own Java test consumer as a group peer.
 Importing this package needs only the standard library; each broker checks its own prerequisites
 when started and raises ``BrokerUnavailable`` if one is missing.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from aiokafka_lite.testing._process import BrokerStartError, BrokerUnavailable
 from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import ProduceError, create_topic, produce, produce_transactional
+from aiokafka_lite.testing.java_clients import JavaClientError, VerifiableConsumer
 from aiokafka_lite.testing.mock_cluster import ApiKey, MockCluster, MockClusterError
 from aiokafka_lite.testing.tansu import TansuBroker
 
@@ -20,10 +22,12 @@ __all__ = [
     "ApiKey",
     "BrokerStartError",
     "BrokerUnavailable",
+    "JavaClientError",
     "MockCluster",
     "MockClusterError",
     "ProduceError",
     "TansuBroker",
+    "VerifiableConsumer",
     "create_topic",
     "produce",
     "produce_transactional",

@@ -103,17 +103,21 @@ class ManagedProcess:
     """One child process group whose output goes to a log file.
 
     ``orphan_cleanup`` names a directory the watchdog deletes if this process dies before ``stop()``.
+    ``capture_stdout=True`` leaves stdout as a pipe (``popen.stdout``, bytes) for a caller that reads
+    the process's output as data (a Java test client's JSON events); stderr still goes to the log.
     """
 
     def __init__(self, argv: Sequence[str], log_path: Path, *, env: dict[str, str] | None = None,
-                 cwd: Path | None = None, orphan_cleanup: Path | None = None) -> None:
+                 cwd: Path | None = None, orphan_cleanup: Path | None = None,
+                 capture_stdout: bool = False) -> None:
         self.argv = list(argv)
         self.log_path = log_path
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         cleanup = str(orphan_cleanup) if orphan_cleanup else ""
         watched = [sys.executable, "-c", _WATCHDOG, str(os.getpid()), cleanup, *self.argv]
         self.popen = subprocess.Popen(
-            watched, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+            watched, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if capture_stdout else self._log,
+            stderr=self._log if capture_stdout else subprocess.STDOUT,
             env=env, cwd=cwd, start_new_session=True,
         )
         _running.add(self)

@@ -90,7 +90,13 @@ _JVM_OPTS = ["-Xms256m", "-Xmx768m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialG
 
 
 def _new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    # One id in 64 would start with "-", which kafka-storage's argument parser takes for an
+    # option ("argument --cluster-id/-t: expected one argument"); Kafka's own Uuid.randomUuid()
+    # skips those for the same reason.
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class ApacheKafkaBroker:

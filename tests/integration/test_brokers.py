@@ -28,7 +28,7 @@ from aiokafka_lite.testing import (
     produce,
     produce_transactional,
 )
-from aiokafka_lite.testing._kafka_jars import CACHE_ENV, kafka_jars
+from aiokafka_lite.testing._kafka_jars import CACHE_ENV, is_cached, kafka_jars, missing_jars
 from aiokafka_lite.testing._probe import _request, api_versions, kafka_ready, metadata_brokers
 from aiokafka_lite.testing._process import port_accepts, processes_in_group
 from aiokafka_lite.testing.plugin import kafka_broker_choice
@@ -277,7 +277,8 @@ def _fake_mvn(bin_dir: Path, log: Path, *, succeed: bool) -> None:
     body = ('out=$(printf "%s\\n" "$@" | sed -n "s/^-DoutputDirectory=//p")\n'
             'ver=$(printf "%s\\n" "$@" | sed -n "s/^-Dkafka.version=//p")\n'
             f'echo run >> {log}\n'
-            + ('mkdir -p "$out" && touch "$out/kafka_2.13-$ver.jar"\n' if succeed
+            + ('mkdir -p "$out" && for a in kafka_2.13 kafka-server kafka-tools; do '
+               'touch "$out/$a-$ver.jar"; done\n' if succeed
                else 'echo "no network" >&2; exit 1\n'))
     script.write_text("#!/bin/sh\n" + body)
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
@@ -295,6 +296,27 @@ def test_jar_cache_downloads_once_and_marks_completion(tmp_path: Path,
     assert (first / "kafka_2.13-9.9.9.jar").exists()
     assert (first / ".complete").exists()
     assert log.read_text().count("run") == 1
+
+
+def test_jar_cache_without_a_required_jar_is_resolved_again(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # A cache completed before kafka-tools joined the pom: marker present, kafka-tools jar absent.
+    log = tmp_path / "mvn-runs"
+    _fake_mvn(tmp_path / "bin", log, succeed=True)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    old = tmp_path / "cache" / "kafka-9.9.7"
+    old.mkdir(parents=True)
+    for name in ("kafka_2.13-9.9.7.jar", "kafka-server-9.9.7.jar", "obsolete-1.0.jar", ".complete"):
+        (old / name).touch()
+    assert missing_jars(old, "9.9.7") == ["kafka-tools"]
+    assert not is_cached("9.9.7")
+    assert kafka_jars("9.9.7") == old
+    assert (old / "kafka-tools-9.9.7.jar").exists()
+    assert not (old / "obsolete-1.0.jar").exists()  # replaced whole, not patched: no stale versions
+    assert is_cached("9.9.7")
+    assert log.read_text().count("run") == 1
+    assert sorted(p.name for p in old.parent.iterdir()) == ["kafka-9.9.7", "kafka-9.9.7.lock"]
 
 
 def test_failed_download_leaves_no_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

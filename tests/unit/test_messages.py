@@ -63,6 +63,7 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     19: ("CreateTopics", 2, 7, 5),
     36: ("SaslAuthenticate", 0, 2, 2),
     68: ("ConsumerGroupHeartbeat", 0, 1, 0),
+    69: ("ConsumerGroupDescribe", 0, 1, 0),
 }
 
 ALL_VERSIONS = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..api import Api
 from .api_versions import API_VERSIONS
+from .consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from .consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from .create_topics import CREATE_TOPICS
 from .describe_groups import DESCRIBE_GROUPS
@@ -28,12 +29,14 @@ APIS_BY_KEY: dict[int, Api] = {
         PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
         JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
         SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, SASL_AUTHENTICATE, CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE,
     )
 }
 
 __all__ = [
     "APIS_BY_KEY",
     "API_VERSIONS",
+    "CONSUMER_GROUP_DESCRIBE",
     "CONSUMER_GROUP_HEARTBEAT",
     "CREATE_TOPICS",
     "DESCRIBE_GROUPS",
