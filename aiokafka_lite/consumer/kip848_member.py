@@ -1,16 +1,14 @@
 """The KIP-848 ("consumer" group protocol) member: the I/O shell around kip848_state.py.
 
-Two owned tasks, as for the classic protocol (background.py):
+Liveness, heartbeat_mode="task": a heartbeat task (a ConsumerGroupHeartbeat every interval *the
+broker* gives, at once after a state change; failures said once) and the poll-deadline watchdog
+(kip848_lapse.py). heartbeat_mode="thread": kip848_thread.py sends every heartbeat and watches the
+poll deadline from a thread; this module publishes the requests to it and applies its answers
+(apply_pending, in the loop), and a small task looks the coordinator up when it is unknown.
 
-- heartbeat: a ConsumerGroupHeartbeat every heartbeat_interval_ms *the broker* gives, at once
-  after a state change (join, reconciliation done); failures said once (FailureLog);
-- watchdog: when max_poll_interval_ms passes without poll(), leave (member epoch -1, static -2)
-  with the classic WARNING, stop heartbeating; the next poll() gives the partitions up as lost and
-  rejoins with epoch 0 and the same member id.
-
-The poll path (rebalance_step) does the rest: revoke what the target dropped (commit first, then
-on_partitions_revoked), add what it brought (on_partitions_assigned), give up lost partitions
-after fencing (on_partitions_lost, no commit). Fatal errors are stored and raised by before_poll().
+The poll path (rebalance_step) reconciles (kip848_reconcile.py), gives up lost partitions after
+fencing or a lapse and rejoins with epoch 0 and the same member id. Fatal errors are stored and
+raised by before_poll().
 """
 
 from __future__ import annotations
@@ -39,11 +37,11 @@ from .health import HealthInputs
 from .kip848_commits import MemberOffsets
 from .kip848_errors import UNSUPPORTED_VERSION, protocol_mismatch
 from .kip848_lapse import PollLapses, watchdog_loop
+from .kip848_reconcile import Reconciler
 from .kip848_state import (
     IN_GROUP,
     Event,
     Kip848Machine,
-    Plan,
     State,
     Subscription,
     broker_regex_usable,
@@ -53,7 +51,7 @@ from .kip848_state import (
 )
 from .kip848_thread import Kip848HeartbeatThread, Outbox, ThreadCallbacks
 from .liveness import LivenessTimers
-from .member import GroupMember, ListenerEvent, MemberHost, RebalanceCounts
+from .member import GroupMember, MemberHost
 from .subscription import SubscriptionType
 
 log = logging.getLogger("aiokafka_lite.consumer")
@@ -74,8 +72,6 @@ class Kip848Member(GroupMember):
         self.machine = Kip848Machine(
             self.group_id, config.group_instance_id, rebalance_timeout_ms=config.max_poll_interval_ms,
             server_assignor=config.group_remote_assignor, rack_id=config.client_rack or None)
-        self.counts = RebalanceCounts()
-        self.rebalances = 0
         self.heartbeats_sent = 0
         self.lapses = PollLapses(config, self.group_id)
         self.heartbeat_failures = FailureLog(log, f"group {self.group_id}: heartbeat",
@@ -90,6 +86,8 @@ class Kip848Member(GroupMember):
         self._next_heartbeat = 0.0  # monotonic
         self._backoff = Backoff(config.retry_backoff, config.retry_backoff_max)
         self._heartbeat_version: int | None = None
+        self.reconciler = Reconciler(self.machine, host, cluster, config, lambda: self._poke(now=True),
+                                     self._broker_regex)
         self.offsets = MemberOffsets(cluster, config, self.machine, self._next_heartbeat_answer,
                                      self._stale_commit_reason)
         self._thread: Kip848HeartbeatThread | None = None
@@ -114,18 +112,18 @@ class Kip848Member(GroupMember):
         if m.state is State.UNSUBSCRIBED and sub.uses_group:
             await self._subscribe()
         elif m.state is State.FENCED:
-            await self._lose()
+            await self.reconciler.lose()
             m.lost_done()
             self._poke(now=True)
         elif m.state is State.STALE:
-            await self._lose()
+            await self.reconciler.lose()
             self.lapses.reason = None
             m.rejoin()
             self._poke(now=True)
         elif m.state is State.RECONCILING:
-            await self._reconcile()
+            await self.reconciler.reconcile()
         elif sub.awaiting_callback():
-            await self._assigned_callback(sub.awaiting_callback())
+            await self.reconciler.assigned_callback(sub.awaiting_callback())
 
     def before_poll(self) -> None:
         if self._thread is not None:
@@ -170,57 +168,6 @@ class Kip848Member(GroupMember):
 
     def _subscription(self) -> Subscription:
         return subscription_for(self.host.subscription_state(), self._heartbeat_version)
-
-    async def _reconcile(self) -> None:
-        m, sub = self.machine, self.host.subscription_state()
-        plan = m.plan(self.cluster.metadata.topic_name)
-        if plan is not None and plan.unresolved:
-            await self.cluster.refresh_metadata(None, timeout=self.config.request_timeout)
-            plan = m.plan(self.cluster.metadata.topic_name)
-        if plan is None:
-            return
-        revoked = set(plan.revoke) & sub.assigned()
-        if revoked:
-            try:
-                await self.host.commit_before_revoke(revoked)
-                await self.host.run_listener(ListenerEvent.REVOKED, revoked)
-                await self.host.drain_commits()
-            finally:  # given up however the callback ended: delivered once, not again
-                sub.set_assignment(sub.assigned() - revoked)
-        if m.state is not State.RECONCILING or m.member_epoch != plan.epoch:
-            return  # fenced, left or a newer target meanwhile: the next step plans again
-        await self._assigned_callback(self._take(plan, revoked))
-
-    def _take(self, plan: Plan, revoked: set[TopicPartition]) -> set[TopicPartition]:
-        sub = self.host.subscription_state()
-        added = set(plan.add) - sub.assigned()
-        sub.set_assignment(sub.assigned() | added)
-        sub.set_awaiting_callback(added, True)
-        if sub.type is SubscriptionType.PATTERN and self._broker_regex():
-            sub.match_pattern({tp.topic for tp in sub.assigned()})
-        self.machine.reconciled(plan)
-        self.counts = RebalanceCounts(assigned=len(added), revoked=len(revoked))
-        self.rebalances += 1
-        log.info("group %s: member epoch %d, assigned %s (added %s, revoked %s)", self.group_id,
-                 self.machine.member_epoch, sorted(sub.assigned()), sorted(added), sorted(revoked))
-        self._poke(now=True)  # acknowledge at once
-        self.host.member_joined()
-        return added
-
-    async def _assigned_callback(self, partitions: set[TopicPartition]) -> None:
-        await self.host.run_listener(ListenerEvent.ASSIGNED, partitions)
-        self.host.subscription_state().set_awaiting_callback(partitions, False)
-
-    async def _lose(self) -> None:
-        sub = self.host.subscription_state()
-        lost = sub.assigned()
-        self.counts = RebalanceCounts(lost=len(lost))
-        if not lost:
-            return
-        try:
-            await self.host.run_listener(ListenerEvent.LOST, lost)
-        finally:
-            sub.set_assignment(())
 
     # ------------------------------------------------------------ liveness
 
@@ -498,9 +445,8 @@ class Kip848Member(GroupMember):
             "member_epoch": m.member_epoch, "member_id": m.member_id,
             "group_instance_id": m.instance_id,
             "heartbeat_interval_ms": m.heartbeat_interval_ms,
-            "rebalances": self.rebalances,
-            "last_rebalance": {"assigned": self.counts.assigned, "revoked": self.counts.revoked,
-                               "lost": self.counts.lost},
+            "rebalances": self.reconciler.rebalances,
+            "last_rebalance": vars(self.reconciler.counts).copy(),
             "heartbeats_sent": self.heartbeats_sent + (self._thread.heartbeats_sent if self._thread else 0),
             "heartbeat_failures": self.heartbeat_failures.total_failures,
             "poll_lapses": self.lapses.count, "last_leave_delay": self.lapses.last_leave_delay,

@@ -101,7 +101,10 @@ async def _run_blocked_member(broker: Any, topic: str, group: str, mode: str, ma
             else:
                 time.sleep(BLOCK)  # noqa: ASYNC251 -- the point: a handler that blocks the event loop
             await a.poll(timeout=0.5)
-            return a.metrics(), observer.changes[settled:], blocked_at
+            metrics = a.metrics()
+            # Unblocked, the consumer goes on: it still owns partitions, or rejoins and gets some back.
+            await poll_until(a, lambda _: len(a.assignment()) > 0, timeout=60)
+            return metrics, observer.changes[settled:], blocked_at
     finally:
         observer.stop_flag.set()
         await asyncio.to_thread(observer.join, 30)
