@@ -423,10 +423,6 @@ class ConsumerConfig:
             # Direct construction: a value other than the default was surely set by the caller.
             _refuse_broker_owned(n for n in BROKER_OWNED_SETTINGS
                                  if getattr(self, n) != _SETTING_DEFAULTS[n])
-            if self.heartbeat_mode == "thread":
-                raise ConfigError("invalid heartbeat_mode='thread' with group_protocol='consumer': "
-                                  "the KIP-848 member heartbeats from an asyncio task only (so far); "
-                                  "use heartbeat_mode='task', or group_protocol='classic'")
         elif self.group_remote_assignor is not None:
             raise ConfigError(f"invalid group_remote_assignor={self.group_remote_assignor!r}: it "
                               "applies to group_protocol='consumer' only (now 'classic'); use "

@@ -1,16 +1,14 @@
 """The KIP-848 ("consumer" group protocol) member: the I/O shell around kip848_state.py.
 
-Two owned tasks, as for the classic protocol (background.py):
+Liveness, heartbeat_mode="task": a heartbeat task (a ConsumerGroupHeartbeat every interval *the
+broker* gives, at once after a state change; failures said once) and the poll-deadline watchdog
+(kip848_lapse.py). heartbeat_mode="thread": kip848_thread.py sends every heartbeat and watches the
+poll deadline from a thread; this module publishes the requests to it and applies its answers
+(apply_pending, in the loop), and a small task looks the coordinator up when it is unknown.
 
-- heartbeat: a ConsumerGroupHeartbeat every heartbeat_interval_ms *the broker* gives, at once
-  after a state change (join, reconciliation done); failures said once (FailureLog);
-- watchdog: when max_poll_interval_ms passes without poll(), leave (member epoch -1, static -2)
-  with the classic WARNING, stop heartbeating; the next poll() gives the partitions up as lost and
-  rejoins with epoch 0 and the same member id.
-
-The poll path (rebalance_step) does the rest: revoke what the target dropped (commit first, then
-on_partitions_revoked), add what it brought (on_partitions_assigned), give up lost partitions
-after fencing (on_partitions_lost, no commit). Fatal errors are stored and raised by before_poll().
+The poll path (rebalance_step) reconciles (kip848_reconcile.py), gives up lost partitions after
+fencing or a lapse and rejoins with epoch 0 and the same member id. Fatal errors are stored and
+raised by before_poll().
 """
 
 from __future__ import annotations
@@ -38,18 +36,22 @@ from ..structs import OffsetAndMetadata, TopicPartition
 from .health import HealthInputs
 from .kip848_commits import MemberOffsets
 from .kip848_errors import UNSUPPORTED_VERSION, protocol_mismatch
+from .kip848_lapse import PollLapses, watchdog_loop
+from .kip848_reconcile import Reconciler
 from .kip848_state import (
     IN_GROUP,
     Event,
     Kip848Machine,
-    Plan,
     State,
     Subscription,
     broker_regex_usable,
+    leave_body,
+    owned_field,
     subscription_for,
 )
+from .kip848_thread import Kip848HeartbeatThread, Outbox, ThreadCallbacks
 from .liveness import LivenessTimers
-from .member import GroupMember, ListenerEvent, MemberHost, RebalanceCounts
+from .member import GroupMember, MemberHost
 from .subscription import SubscriptionType
 
 log = logging.getLogger("aiokafka_lite.consumer")
@@ -70,26 +72,29 @@ class Kip848Member(GroupMember):
         self.machine = Kip848Machine(
             self.group_id, config.group_instance_id, rebalance_timeout_ms=config.max_poll_interval_ms,
             server_assignor=config.group_remote_assignor, rack_id=config.client_rack or None)
-        self.counts = RebalanceCounts()
-        self.rebalances = 0
         self.heartbeats_sent = 0
-        self.poll_lapses = 0
-        self.last_leave_delay: float | None = None
+        self.lapses = PollLapses(config, self.group_id)
         self.heartbeat_failures = FailureLog(log, f"group {self.group_id}: heartbeat",
                                              warn_after_seconds=config.session_timeout)
         self.join_failures = FailureLog(log, f"group {self.group_id}: join",
                                         warn_after_seconds=config.max_poll_interval)
         self._fatal: BaseException | None = None
-        self._lapse_reason: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
-        self._answered = asyncio.Condition()  # notified on every heartbeat answer (commit retries)
+        self._answer_waiters: list[asyncio.Future[None]] = []  # commit retries after STALE_MEMBER_EPOCH
         self._send_lock = asyncio.Lock()  # one heartbeat (or the leave) in flight at a time
         self._next_heartbeat = 0.0  # monotonic
         self._backoff = Backoff(config.retry_backoff, config.retry_backoff_max)
         self._heartbeat_version: int | None = None
+        self.reconciler = Reconciler(self.machine, host, cluster, config, lambda: self._poke(now=True),
+                                     self._broker_regex)
         self.offsets = MemberOffsets(cluster, config, self.machine, self._next_heartbeat_answer,
                                      self._stale_commit_reason)
+        self._thread: Kip848HeartbeatThread | None = None
+        if config.heartbeat_mode == "thread":
+            self._thread = Kip848HeartbeatThread(
+                self.group_id, timers, timers_lock, cluster.options, self.lapses,
+                ThreadCallbacks(self._thread_answer, self._failed_at, self._thread_lapsed))
 
     # ------------------------------------------------------------ the poll path
 
@@ -107,22 +112,27 @@ class Kip848Member(GroupMember):
         if m.state is State.UNSUBSCRIBED and sub.uses_group:
             await self._subscribe()
         elif m.state is State.FENCED:
-            await self._lose()
+            await self.reconciler.lose()
             m.lost_done()
             self._poke(now=True)
         elif m.state is State.STALE:
-            await self._lose()
-            self._lapse_reason = None
+            await self.reconciler.lose()
+            self.lapses.reason = None
             m.rejoin()
             self._poke(now=True)
         elif m.state is State.RECONCILING:
-            await self._reconcile()
+            await self.reconciler.reconcile()
         elif sub.awaiting_callback():
-            await self._assigned_callback(sub.awaiting_callback())
+            await self.reconciler.assigned_callback(sub.awaiting_callback())
 
     def before_poll(self) -> None:
+        if self._thread is not None:
+            self._thread.apply_pending()  # what the heartbeat thread learned, in order
         if self._fatal is not None:
             raise self._fatal
+
+    def after_poll(self) -> None:
+        self._publish()
 
     def subscription_changed(self, reason: str) -> None:
         log.debug("group %s: subscription changed: %s", self.group_id, reason)
@@ -159,65 +169,23 @@ class Kip848Member(GroupMember):
     def _subscription(self) -> Subscription:
         return subscription_for(self.host.subscription_state(), self._heartbeat_version)
 
-    async def _reconcile(self) -> None:
-        m, sub = self.machine, self.host.subscription_state()
-        plan = m.plan(self.cluster.metadata.topic_name)
-        if plan is not None and plan.unresolved:
-            await self.cluster.refresh_metadata(None, timeout=self.config.request_timeout)
-            plan = m.plan(self.cluster.metadata.topic_name)
-        if plan is None:
-            return
-        revoked = set(plan.revoke) & sub.assigned()
-        if revoked:
-            try:
-                await self.host.commit_before_revoke(revoked)
-                await self.host.run_listener(ListenerEvent.REVOKED, revoked)
-                await self.host.drain_commits()
-            finally:  # given up however the callback ended: delivered once, not again
-                sub.set_assignment(sub.assigned() - revoked)
-        if m.state is not State.RECONCILING or m.member_epoch != plan.epoch:
-            return  # fenced, left or a newer target meanwhile: the next step plans again
-        await self._assigned_callback(self._take(plan, revoked))
-
-    def _take(self, plan: Plan, revoked: set[TopicPartition]) -> set[TopicPartition]:
-        sub = self.host.subscription_state()
-        added = set(plan.add) - sub.assigned()
-        sub.set_assignment(sub.assigned() | added)
-        sub.set_awaiting_callback(added, True)
-        if sub.type is SubscriptionType.PATTERN and self._broker_regex():
-            sub.match_pattern({tp.topic for tp in sub.assigned()})
-        self.machine.reconciled(plan)
-        self.counts = RebalanceCounts(assigned=len(added), revoked=len(revoked))
-        self.rebalances += 1
-        log.info("group %s: member epoch %d, assigned %s (added %s, revoked %s)", self.group_id,
-                 self.machine.member_epoch, sorted(sub.assigned()), sorted(added), sorted(revoked))
-        self._poke(now=True)  # acknowledge at once
-        self.host.member_joined()
-        return added
-
-    async def _assigned_callback(self, partitions: set[TopicPartition]) -> None:
-        await self.host.run_listener(ListenerEvent.ASSIGNED, partitions)
-        self.host.subscription_state().set_awaiting_callback(partitions, False)
-
-    async def _lose(self) -> None:
-        sub = self.host.subscription_state()
-        lost = sub.assigned()
-        self.counts = RebalanceCounts(lost=len(lost))
-        if not lost:
-            return
-        try:
-            await self.host.run_listener(ListenerEvent.LOST, lost)
-        finally:
-            sub.set_assignment(())
-
     # ------------------------------------------------------------ liveness
 
     def _start_liveness(self) -> None:
-        if not self._tasks and self._fatal is None:
-            self._tasks = [
-                asyncio.create_task(self._heartbeat_loop(), name="aiokafka-lite kip848 heartbeat"),
-                asyncio.create_task(self._watchdog_loop(), name="aiokafka-lite poll watchdog"),
-            ]
+        if self._tasks or self._fatal is not None:
+            return
+        if self._thread is not None:  # the thread heartbeats and watches the poll deadline
+            self._thread.start(self._publish)
+            self._publish()
+            self._tasks = [asyncio.create_task(self._coordinator_loop(), name="aiokafka-lite kip848 coordinator")]
+            return
+        self._tasks = [
+            asyncio.create_task(self._heartbeat_loop(), name="aiokafka-lite kip848 heartbeat"),
+            asyncio.create_task(watchdog_loop(self.timers, self.timers_lock,
+                                              lambda: self._fatal is None and self.machine.state in IN_GROUP,
+                                              self._leave_on_lapse, self.lapses),
+                                name="aiokafka-lite poll watchdog"),
+        ]
 
     async def stop_liveness(self) -> None:
         tasks, self._tasks = self._tasks, []
@@ -226,11 +194,27 @@ class Kip848Member(GroupMember):
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._thread is not None:
+            await self._thread.stop()
 
     def _poke(self, now: bool = False) -> None:
         if now:
             self._next_heartbeat = 0.0
         self._wake.set()
+        self._publish(now)
+
+    def _publish(self, now: bool = False) -> None:
+        """Thread mode: give the heartbeat thread the member as it is now (kip848_thread.py)."""
+        if self._thread is not None:
+            self._thread.publish(self._outbox, now)
+
+    def _outbox(self) -> Outbox | None:
+        m = self.machine
+        address = self.cluster.coordinator_address(self.group_id)
+        if m.state not in IN_GROUP or address is None or self._fatal is not None:
+            return None
+        return Outbox(address, m.heartbeat_request(), owned_field(m.owned),
+                      leave_body(self.group_id, m.member_id, m.instance_id), watch=m.state in IN_GROUP)
 
     async def _sleep(self, delay: float) -> None:
         self._wake.clear()
@@ -249,6 +233,20 @@ class Kip848Member(GroupMember):
                 continue
             await self._heartbeat_once()
 
+    async def _coordinator_loop(self) -> None:
+        """Thread mode: look the coordinator up when it is unknown (the thread cannot)."""
+        while self._fatal is None:
+            m = self.machine
+            if m.state in IN_GROUP and self.cluster.coordinator_address(self.group_id) is None:
+                try:
+                    await self.cluster.coordinator_connection(self.group_id, timeout=self.config.request_timeout)
+                except KafkaError as exc:
+                    self._failed(exc, m.member_epoch == 0)
+                    await asyncio.sleep(self._next_heartbeat - time.monotonic())
+                    continue
+                self._publish(now=True)
+            await self._sleep(math.inf)
+
     async def _heartbeat_once(self) -> None:
         m = self.machine
         async with self._send_lock:
@@ -261,17 +259,39 @@ class Kip848Member(GroupMember):
                 m.heartbeat_failed()
                 self._failed(exc, joining)
                 return
-            verdict = m.on_heartbeat_response(response)
-        async with self._answered:
-            self._answered.notify_all()
+            self._on_answer(response, joining, carried=True)
+
+    def _on_answer(self, response: dict[str, Any], joining: bool, carried: bool) -> None:
+        verdict = self.machine.on_heartbeat_response(response, carried)
+        waiters, self._answer_waiters = self._answer_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         if verdict.rediscover:
             self.cluster.mark_coordinator_dead(self.group_id)
+            self._wake.set()
         if verdict.retry:
             self._failed(BrokerError(verdict.code, "ConsumerGroupHeartbeat"), joining)
         elif verdict.fatal is not None:
             self._set_fatal(verdict.fatal)
         else:
             self._answered_ok(verdict.fenced, joining)
+
+    def _thread_answer(self, response: dict[str, Any], carried: bool, when: float) -> None:
+        """An answer the heartbeat thread got (applied here, in the loop's thread)."""
+        if self.machine.state not in IN_GROUP:
+            return  # e.g. the lapse leave went out meanwhile: the leave wins
+        self._on_answer(response, self.machine.member_epoch == 0, carried)
+
+    def _thread_lapsed(self, reason: str) -> None:
+        """The heartbeat thread left the group at the poll deadline."""
+        m = self.machine
+        self.lapses.reason = reason
+        if m.state in IN_GROUP:
+            m.poll_lapsed()
+            m.leave_sent()
+            m.leave_done(lapsed=True)
+        self.host.wake()
 
     async def _send_heartbeat(self) -> dict[str, Any]:
         conn = await self.cluster.coordinator_connection(self.group_id, timeout=self.config.request_timeout)
@@ -292,8 +312,15 @@ class Kip848Member(GroupMember):
             raise
 
     def _failed(self, error: KafkaError, joining: bool) -> None:
-        (self.join_failures if joining else self.heartbeat_failures).failed(error)
-        now = time.monotonic()
+        self._failed_at(error, joining, time.monotonic())
+
+    def _failed_at(self, error: KafkaError, joining: bool, now: float) -> None:
+        if isinstance(error, UnsupportedVersionError):  # the thread's coordinator lacks KIP-848
+            self._set_fatal(protocol_mismatch(UNSUPPORTED_VERSION, self.group_id, str(error)))
+            return
+        if self._thread is not None:
+            self.machine.heartbeat_failed()  # the thread's request got no answer: resend it all
+        (self.join_failures if joining else self.heartbeat_failures).failed(error, now)
         self._backoff.failed(now)
         self._next_heartbeat = now + self._backoff.wait_time(now)
 
@@ -323,41 +350,10 @@ class Kip848Member(GroupMember):
             self.machine.handle(Event.FATAL)
         self.host.wake()
 
-    async def _watchdog_loop(self) -> None:
-        while self._fatal is None:
-            if self.machine.state not in IN_GROUP:
-                await self._sleep_watchdog(self.timers.max_poll_interval)
-                continue
-            with self.timers_lock:
-                delay = self.timers.time_to_poll_deadline(time.monotonic())
-            if delay > 0:
-                await self._sleep_watchdog(delay)
-                continue
-            await self._leave_on_lapse()
-
-    async def _sleep_watchdog(self, delay: float) -> None:
-        # Naps of its own (the heartbeat loop owns the wake event): exactly to a near deadline, at
-        # most 0.25 s otherwise, since poll() only ever moves the deadline later once armed.
-        await asyncio.sleep(min(delay, 0.25))
-
-    async def _leave_on_lapse(self) -> None:
-        config = self.config
-        with self.timers_lock:
-            now = time.monotonic()
-            lapse = self.timers.seconds_since_last_poll(now) or 0.0
-            self.timers.disarm_poll_deadline()
-        self.poll_lapses += 1
-        self._lapse_reason = (f"this member left the group because {lapse:.1f} s passed between poll() "
-                              f"calls, more than max_poll_interval_ms={config.max_poll_interval_ms}")
-        log.warning(
-            "group %s: %.1f s since the last poll() exceeds max_poll_interval_ms=%d: leaving the group "
-            "so its partitions go to live members; the next poll() rejoins. If processing a batch "
-            "takes this long, raise max_poll_interval_ms or lower max_poll_records (now %d).",
-            self.group_id, lapse, config.max_poll_interval_ms, config.max_poll_records,
-        )
-        self.last_leave_delay = lapse - self.timers.max_poll_interval
+    async def _leave_on_lapse(self, reason: str) -> None:
+        self.lapses.reason = reason
         self.machine.poll_lapsed()
-        await self._send_leave(lapsed=True, timeout=config.request_timeout)
+        await self._send_leave(lapsed=True, timeout=self.config.request_timeout)
         self.host.wake()
 
     # ------------------------------------------------------------ leaving
@@ -379,8 +375,9 @@ class Kip848Member(GroupMember):
         """The leave heartbeat (epoch -1, or -2 for a static member). With no coordinator known
         there is none to tell (as Java): the session timeout removes the member."""
         m = self.machine
+        quiet = self._thread.quiet() if self._thread is not None else contextlib.nullcontext()
         try:
-            async with self._send_lock:
+            async with self._send_lock, quiet:
                 if m.state is not State.PREPARE_LEAVING:
                     return False
                 if self.cluster.coordinator(self.group_id) is None:
@@ -428,11 +425,12 @@ class Kip848Member(GroupMember):
     async def _next_heartbeat_answer(self) -> None:
         """For commits that met STALE_MEMBER_EPOCH: heartbeat now and wait for the answer."""
         self._poke(now=True)
-        async with self._answered:
-            await self._answered.wait()
+        waiter = asyncio.get_running_loop().create_future()
+        self._answer_waiters.append(waiter)
+        await waiter
 
     def _stale_commit_reason(self) -> str:
-        why = self._lapse_reason or ("the member is not in the group with a current member epoch "
+        why = self.lapses.reason or ("the member is not in the group with a current member epoch "
                                      f"(state {self.machine.state.value})")
         return (f"commit failed: {why}. The partitions may already be owned by another member, which "
                 "will process the uncommitted records again. Poll more often, or raise "
@@ -447,12 +445,11 @@ class Kip848Member(GroupMember):
             "member_epoch": m.member_epoch, "member_id": m.member_id,
             "group_instance_id": m.instance_id,
             "heartbeat_interval_ms": m.heartbeat_interval_ms,
-            "rebalances": self.rebalances,
-            "last_rebalance": {"assigned": self.counts.assigned, "revoked": self.counts.revoked,
-                               "lost": self.counts.lost},
-            "heartbeats_sent": self.heartbeats_sent,
+            "rebalances": self.reconciler.rebalances,
+            "last_rebalance": vars(self.reconciler.counts).copy(),
+            "heartbeats_sent": self.heartbeats_sent + (self._thread.heartbeats_sent if self._thread else 0),
             "heartbeat_failures": self.heartbeat_failures.total_failures,
-            "poll_lapses": self.poll_lapses, "last_leave_delay": self.last_leave_delay,
+            "poll_lapses": self.lapses.count, "last_leave_delay": self.lapses.last_leave_delay,
         }
 
     def health_inputs(self) -> HealthInputs:

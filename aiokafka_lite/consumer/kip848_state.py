@@ -234,10 +234,8 @@ class Kip848Machine:
         return body
 
     def _leave_request(self) -> dict[str, Any]:
-        epoch = STATIC_LEAVE_EPOCH if self.instance_id is not None else LEAVE_EPOCH
         self._pending = None
-        return {"group_id": self.group_id, "member_id": self.member_id, "member_epoch": epoch,
-                "instance_id": self.instance_id}
+        return leave_body(self.group_id, self.member_id, self.instance_id)
 
     def heartbeat_failed(self) -> None:
         """No answer (connection lost, timeout, coordinator moved): resend every field next time."""
@@ -246,8 +244,9 @@ class Kip848Machine:
 
     # ------------------------------------------------------------ heartbeat responses
 
-    def on_heartbeat_response(self, response: Mapping[str, Any]) -> Verdict:
-        """Apply one heartbeat answer; the verdict tells the shell what to do next."""
+    def on_heartbeat_response(self, response: Mapping[str, Any], carried: bool = True) -> Verdict:
+        """Apply one heartbeat answer; the verdict tells the shell what to do next. ``carried``
+        False: it answered a keep-alive (every field null), not the request built last."""
         code = response["error_code"]
         verdict = classify(code, self.group_id, response.get("error_message"))
         if verdict.fatal is not None:
@@ -263,7 +262,8 @@ class Kip848Machine:
             return verdict
         if self.state in (S.PREPARE_LEAVING, S.LEAVING):
             return verdict
-        self._sent, self._pending = self._pending or _Sent(), None
+        if carried:
+            self._sent, self._pending = self._pending or _Sent(), None
         self.member_epoch = response["member_epoch"]
         if response.get("heartbeat_interval_ms", 0) > 0:
             self.heartbeat_interval_ms = response["heartbeat_interval_ms"]
@@ -350,6 +350,19 @@ class Kip848Machine:
 
 
 _DECIDED = frozenset((s, E.HEARTBEAT_OK) for s in IN_GROUP)
+
+
+def leave_body(group_id: str, member_id: str, instance_id: str | None) -> dict[str, Any]:
+    """The leave heartbeat: epoch -1, or -2 for a static member that will come back."""
+    epoch = STATIC_LEAVE_EPOCH if instance_id is not None else LEAVE_EPOCH
+    return {"group_id": group_id, "member_id": member_id, "member_epoch": epoch, "instance_id": instance_id}
+
+
+def keepalive_body(body: Mapping[str, Any], epoch: int) -> dict[str, Any]:
+    """``body`` as a keep-alive at ``epoch``: every field the broker already has goes out null."""
+    return {**body, "member_epoch": epoch, "rack_id": None, "rebalance_timeout_ms": -1,
+            "subscribed_topic_names": None, "subscribed_topic_regex": None, "server_assignor": None,
+            "topic_partitions": None}
 
 
 def owned_field(owned: TopicIdPartitions) -> list[dict[str, Any]]:

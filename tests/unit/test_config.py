@@ -664,7 +664,7 @@ def test_retry_backoff_max_from_java_property_names() -> None:
         ConsumerConfig.from_properties({"retry.backoff.ms": "200", "retry.backoff.max.ms": "50"})
 
 
-def test_consumer_protocol_refuses_thread_heartbeats_for_now() -> None:
-    with pytest.raises(ConfigError, match="heartbeat_mode='thread' with group_protocol='consumer'"):
-        ConsumerConfig.from_kwargs(group_id="g", group_protocol="consumer", heartbeat_mode="thread")
-    assert ConsumerConfig.from_kwargs(group_id="g", heartbeat_mode="thread").heartbeat_mode == "thread"
+def test_thread_heartbeats_work_with_either_group_protocol() -> None:
+    for protocol in ("classic", "consumer"):
+        config = ConsumerConfig.from_kwargs(group_id="g", group_protocol=protocol, heartbeat_mode="thread")
+        assert config.heartbeat_mode == "thread"

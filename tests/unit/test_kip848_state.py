@@ -16,6 +16,8 @@ from aiokafka_lite.consumer.kip848_state import (
     State,
     Subscription,
     broker_regex_usable,
+    keepalive_body,
+    leave_body,
     new_member_id,
     subscription_for,
 )
@@ -94,6 +96,30 @@ def test_steady_heartbeats_send_only_what_changed() -> None:
     m.on_heartbeat_response(ok(3))
     m.subscribe(Subscription(frozenset({"orders", "payments"})))
     assert m.heartbeat_request()["subscribed_topic_names"] == ["orders", "payments"]
+
+
+def test_keepalive_answers_confirm_no_field() -> None:
+    """Thread mode: answers to the thread's keep-alives (carried=False) move the epoch and the
+    target, but what the broker has from us stays as the last carried request left it."""
+    m = joined()
+    join = m.heartbeat_request()
+    m.on_heartbeat_response(ok(3), carried=True)
+    keepalive = keepalive_body(join, 3)
+    assert keepalive["member_epoch"] == 3
+    assert keepalive["member_id"] == m.member_id
+    assert all(keepalive[f] is None for f in ("subscribed_topic_names", "server_assignor", "topic_partitions",
+                                              "rack_id"))
+    m.on_heartbeat_response(ok(4, {T1: [0]}), carried=False)
+    assert (m.member_epoch, m.state) == (4, State.RECONCILING)
+    assert m.heartbeat_request()["subscribed_topic_names"] is None  # still known to the broker
+    m.heartbeat_failed()
+    m.on_heartbeat_response(ok(4), carried=False)
+    assert m.heartbeat_request()["subscribed_topic_names"] == ["orders"]  # the lost answer: all again
+
+
+def test_leave_body_epochs() -> None:
+    assert leave_body("g", "m", None)["member_epoch"] == -1
+    assert leave_body("g", "m", "i1")["member_epoch"] == -2
 
 
 def test_regex_subscription_goes_out_as_the_regex() -> None:
