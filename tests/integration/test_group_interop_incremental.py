@@ -1,0 +1,244 @@
+"""Mixed groups that rebalance without stopping the world (issue #12), on Apache Kafka 4.3.1: our
+members with Kafka's own Java consumer (VerifiableConsumer, from the broker's jars) and a
+librdkafka one (confluent-kafka), under KIP-848 (every member group.protocol=consumer), under the
+classic cooperative protocol (cooperative-sticky everywhere), and in a mixed eager/cooperative
+group (one of ours keeps Java's default assignor list, range first: an eager member).
+
+100k records are committed exactly once overall (see _ledger.py) while a member joins and the
+Java member leaves; none is lost, none committed twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka_lite.errors import CommitFailedError, RebalanceInProgressError
+from aiokafka_lite.testing.helpers import create_topic, produce
+from aiokafka_lite.testing.java_clients import VerifiableConsumer
+
+from ._ledger import CommitLedger
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+RECORDS = 100_000
+PARTITIONS = 12
+BATCH = 200
+PROCESSING = 0.05  # seconds of "work" per batch, so rebalances happen mid-stream
+CLASSIC_TIMERS = {"session_timeout_ms": 10000, "heartbeat_interval_ms": 1000}
+
+# Per scenario: settings of our members (the third one of ours is the one that joins), the Java
+# member's options, and confluent-kafka's settings.
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "kip848": {
+        "ours": [{"group_protocol": "consumer"}] * 3,
+        "java": {"group_protocol": "consumer"},
+        "confluent": {"group.protocol": "consumer"},
+    },
+    "cooperative": {
+        "ours": [{"partition_assignment_strategy": ["cooperative-sticky"], **CLASSIC_TIMERS}] * 3,
+        "java": {"assignment_strategy": "cooperative-sticky"},
+        "confluent": {"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 10000},
+    },
+    "eager+cooperative": {
+        "ours": [{"partition_assignment_strategy": ["range", "cooperative-sticky"], **CLASSIC_TIMERS},
+                 {"partition_assignment_strategy": ["cooperative-sticky"], **CLASSIC_TIMERS},
+                 {"partition_assignment_strategy": ["cooperative-sticky"], **CLASSIC_TIMERS}],
+        "java": {"assignment_strategy": "cooperative-sticky"},
+        "confluent": {"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": 10000},
+    },
+}
+
+
+def _next_offsets(positions: list[tuple[int, int]]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for partition, offset in positions:
+        last[partition] = max(last.get(partition, -1), offset)
+    return {p: o + 1 for p, o in last.items()}
+
+
+class OurMember(ConsumerRebalanceListener):
+    """Commits after processing each batch. A commit refused mid-rebalance is tried again on the
+    next poll: under cooperative and KIP-848 the member may keep the partition, and no later
+    batch need come to cover it. What it read from a partition being revoked is committed first."""
+
+    def __init__(self, name: str, consumer: Consumer, topic: str, ledger: CommitLedger) -> None:
+        self.name, self.consumer, self.topic, self.ledger = name, consumer, topic, ledger
+        self.uncommitted: dict[int, int] = {}  # partition -> next offset to commit
+
+    async def _commit(self, partitions: set[int] | None = None) -> None:
+        offsets = {p: o for p, o in self.uncommitted.items() if partitions is None or p in partitions}
+        if not offsets:
+            return
+        try:
+            await self.consumer.commit({TopicPartition(self.topic, p): o for p, o in offsets.items()})
+        except (CommitFailedError, RebalanceInProgressError):
+            return  # kept: tried again, or handed on by a revocation
+        for p, o in offsets.items():
+            if self.uncommitted.get(p) == o:
+                del self.uncommitted[p]
+        self.ledger.committed(self.name, offsets)
+
+    def _drop(self, partitions: set[int]) -> None:
+        for p in partitions:
+            self.uncommitted.pop(p, None)
+        self.ledger.released(self.name, partitions)
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        gone = {tp.partition for tp in revoked}
+        await self._commit(gone)
+        self._drop(gone)
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self._drop({tp.partition for tp in lost})
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with self.consumer:
+            while not stop.is_set():
+                batch = await self.consumer.poll(timeout=0.3)
+                positions = [(r.partition, r.offset) for r in batch]
+                for partition, offset in positions:
+                    self.ledger.read(self.name, partition, (offset,))
+                if positions:
+                    await asyncio.sleep(PROCESSING)
+                self.uncommitted.update(_next_offsets(positions))
+                await self._commit()
+
+
+def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, Any], ledger: CommitLedger,
+                  stop: threading.Event) -> None:
+    """librdkafka's member, with the same commit discipline as OurMember."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", **settings})
+    uncommitted: dict[int, int] = {}
+
+    def commit(partitions: set[int] | None = None) -> None:
+        offsets = {p: o for p, o in uncommitted.items() if partitions is None or p in partitions}
+        if not offsets:
+            return
+        try:
+            consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, p, o) for p, o in offsets.items()],
+                            asynchronous=False)
+        except confluent_kafka.KafkaException:
+            return
+        for p, o in offsets.items():
+            if uncommitted.get(p) == o:
+                del uncommitted[p]
+        ledger.committed("confluent", offsets)
+
+    def drop(partitions: set[int]) -> None:
+        for p in partitions:
+            uncommitted.pop(p, None)
+        ledger.released("confluent", partitions)
+
+    def on_revoke(_consumer: Any, partitions: list[Any]) -> None:
+        gone = {tp.partition for tp in partitions}
+        commit(gone)
+        drop(gone)
+
+    consumer.subscribe([topic], on_revoke=on_revoke, on_lost=lambda _c, ps: drop({tp.partition for tp in ps}))
+    try:
+        while not stop.is_set():
+            messages = [m for m in consumer.consume(BATCH, timeout=0.3) if m.error() is None]
+            positions = [(m.partition(), m.offset()) for m in messages]
+            for partition, offset in positions:
+                ledger.read("confluent", partition, (offset,))
+            if positions:
+                stop.wait(PROCESSING)
+            uncommitted.update(_next_offsets(positions))
+            commit()
+    finally:
+        consumer.close()
+
+
+async def _until(condition, timeout: float, what) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, f"timed out waiting for {what() if callable(what) else what}"
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker, unique_topic, unique_group,
+                                                             scenario):
+    broker = apache_kafka_broker
+    spec = SCENARIOS[scenario]
+    create_topic(broker, unique_topic, partitions=PARTITIONS)
+    ledger = CommitLedger()
+    stop_ours = asyncio.Event()
+    stop_confluent = threading.Event()
+
+    members: list[OurMember] = []
+
+    def ours(index: int) -> asyncio.Task[None]:
+        consumer = Consumer(bootstrap_servers=broker.bootstrap_servers, group_id=unique_group,
+                            enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=BATCH,
+                            **spec["ours"][index])
+        m = OurMember(f"lite-{index + 1}", consumer, unique_topic, ledger)
+        consumer.subscribe([unique_topic], listener=m)
+        members.append(m)
+        return asyncio.create_task(m.run(stop_ours))
+
+    java = VerifiableConsumer(broker.bootstrap_servers, unique_topic, unique_group, **spec["java"])
+    tasks = [ours(0), ours(1), asyncio.create_task(asyncio.to_thread(
+        run_confluent, broker.bootstrap_servers, unique_group, unique_topic, spec["confluent"], ledger,
+        stop_confluent))]
+    try:
+        await asyncio.to_thread(java.start)  # the JVM takes a second or two: not on the loop
+        await _until(lambda: bool(java.assignment) and all(m.consumer.assignment() for m in members), 120,
+                     "our members and the Java one holding partitions")
+        await asyncio.to_thread(produce, broker, unique_topic, ((None, b"x" * 20) for _ in range(RECORDS)),
+                                linger_ms=20)
+        progress = lambda: ledger.total() + java.consumed_count()  # noqa: E731
+        await _until(lambda: progress() >= RECORDS // 4, 120, "a quarter of the records")
+        tasks.append(ours(2))  # a member joins
+        await _until(lambda: ledger.by_member["lite-3"] > 0 or progress() >= RECORDS * 3 // 4, 120,
+                     "the joining member to take part")
+        # A member leaves (SIGTERM: the Java consumer closes, leaving the group).
+        assert await asyncio.to_thread(java.stop), "the Java consumer did not shut down cleanly"
+        try:
+            await _until(lambda: ledger.total() + _java_committed(java) >= RECORDS, 180, "every record committed")
+        except AssertionError as exc:
+            java_ledger = CommitLedger()
+            java_ledger.replay_java("java", java.events)
+            raise AssertionError(f"{exc}; {ledger.describe()}; java {java_ledger.describe()}; ours hold "
+                                 f"{[sorted(tp.partition for tp in m.consumer.assignment()) for m in members]}; "
+                                 f"{await _group_progress(broker, unique_topic, unique_group)}") from None
+        java_events = java.events
+    finally:
+        if java.running:
+            java.kill()
+        stop_ours.set()
+        stop_confluent.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    ledger.replay_java("java", java_events)
+    ledger.check(RECORDS)
+    assert {"lite-1", "lite-2", "confluent", "java"} <= set(ledger.by_member), dict(ledger.by_member)
+
+
+async def _group_progress(broker: Any, topic: str, group: str) -> str:
+    """Committed vs end offset per partition, to say where a stuck run stands."""
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    async with Consumer(bootstrap_servers=broker.bootstrap_servers, group_id=group) as probe:
+        ends = await probe.end_offsets(tps)
+        committed = await probe.committed(tps)
+    return "committed/end " + ", ".join(
+        f"{tp.partition}: {c.offset if (c := committed[tp]) else None}/{ends[tp]}" for tp in tps)
+
+
+def _java_committed(java: VerifiableConsumer) -> int:
+    """What the Java member committed, for the progress checks (the shared ledger decides)."""
+    replay = CommitLedger()
+    replay.replay_java("java", java.events)
+    return replay.total()
