@@ -441,18 +441,19 @@ class Kip848Member(GroupMember):
     # ------------------------------------------------------------ metrics
 
     def metrics(self) -> dict[str, Any]:
+        # The keys the classic member has mean the same here (dashboards and /health read them);
+        # generation_id is the member epoch, as Java's groupMetadata().generationId() under KIP-848.
         m = self.machine
         return {
-            "group_id": self.group_id, "group_protocol": self.protocol, "state": m.state.value,
-            "member_epoch": m.member_epoch, "member_id": m.member_id,
+            "group_id": self.group_id, "group_protocol": self.protocol, "group_state": m.state.name,
+            "generation_id": m.member_epoch, "member_epoch": m.member_epoch, "member_id": m.member_id,
             "group_instance_id": m.instance_id,
             "heartbeat_interval_ms": m.heartbeat_interval_ms,
             "rebalances": self.rebalances,
-            "last_rebalance": {"assigned": self.counts.assigned, "revoked": self.counts.revoked,
-                               "lost": self.counts.lost},
+            "last_rebalance_partitions": vars(self.counts).copy(),
             "heartbeats_sent": self.heartbeats_sent,
             "heartbeat_failures": self.heartbeat_failures.total_failures,
-            "poll_lapses": self.poll_lapses, "last_leave_delay": self.last_leave_delay,
+            "poll_interval_lapses": self.poll_lapses, "last_leave_delay_seconds": self.last_leave_delay,
         }
 
     def health_inputs(self) -> HealthInputs:

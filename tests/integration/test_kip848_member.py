@@ -156,7 +156,7 @@ async def test_join_takes_every_partition_then_a_second_member_splits_them(
         assert a.host.committed_before_revoke == [b.assigned()]
         assert a.host.events(ListenerEvent.LOST) == []
         assert b.host.events(ListenerEvent.REVOKED) == []
-        assert a.member.metrics()["last_rebalance"] == {"assigned": 0, "revoked": 2, "lost": 0}
+        assert a.member.metrics()["last_rebalance_partitions"] == {"assigned": 0, "revoked": 2, "lost": 0}
         assert a.member.metrics()["member_id"] == member_id  # KIP-1082: kept
         assert a.member.metrics()["group_protocol"] == "consumer"
     finally:
@@ -182,7 +182,7 @@ async def test_poll_lapse_leaves_within_100ms_and_the_other_member_takes_over(
         with caplog.at_level(logging.WARNING, logger="aiokafka_lite.consumer"):
             a.timers.on_poll(time.monotonic())  # a stops polling now
             await b.poll_until(lambda: len(b.assigned()) == 2, timeout=20)
-        delay = a.member.metrics()["last_leave_delay"]
+        delay = a.member.metrics()["last_leave_delay_seconds"]
         assert delay is not None
         assert 0 <= delay < 0.1
         assert any("exceeds max_poll_interval_ms=3000" in r.getMessage() for r in caplog.records)
