@@ -256,10 +256,12 @@ async def test_static_member_restart_keeps_its_assignment(
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(split(), 30)
         before = a.assigned()
+        # b may have revoked one partition while the two settled (when it was assigned both first).
+        revoked_by_b = b.host.events(ListenerEvent.REVOKED)
         await a.close()  # leaves with epoch -2: the broker keeps the static member's assignment
         await a2.start(unique_topic)
         await a2.poll_until(lambda: a2.assigned() == before and a2.member.is_stable)
-        assert b.host.events(ListenerEvent.REVOKED) == []  # b never saw a rebalance
+        assert b.host.events(ListenerEvent.REVOKED) == revoked_by_b  # b saw no rebalance
         assert a2.member.metrics()["member_id"] != a.member.metrics()["member_id"]
     finally:
         await asyncio.gather(a2.close(), b.close())
