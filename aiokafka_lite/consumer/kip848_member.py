@@ -285,6 +285,8 @@ class Kip848Member(GroupMember):
             self.machine.subscription = self._subscription()
         body = self.machine.heartbeat_request()
         self.heartbeats_sent += 1
+        with self.timers_lock:  # the timers measure the round trip (metrics' heartbeat_rtt_seconds)
+            self.timers.on_heartbeat_sent(time.monotonic())
         try:
             return await conn.send(CONSUMER_GROUP_HEARTBEAT, version, body)
         except KafkaError:
@@ -294,6 +296,8 @@ class Kip848Member(GroupMember):
     def _failed(self, error: KafkaError, joining: bool) -> None:
         (self.join_failures if joining else self.heartbeat_failures).failed(error)
         now = time.monotonic()
+        with self.timers_lock:
+            self.timers.on_heartbeat_failure(now)
         self._backoff.failed(now)
         self._next_heartbeat = now + self._backoff.wait_time(now)
 
@@ -309,6 +313,7 @@ class Kip848Member(GroupMember):
                      m.member_epoch)
         interval = (m.heartbeat_interval_ms or self.config.heartbeat_interval_ms) / 1000
         with self.timers_lock:
+            self.timers.on_heartbeat_success(time.monotonic())
             self.timers.heartbeat_interval = interval
         self._next_heartbeat = time.monotonic() + interval
         if fenced or m.state is State.RECONCILING:
