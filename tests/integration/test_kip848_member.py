@@ -150,10 +150,11 @@ async def test_join_takes_every_partition_then_a_second_member_splits_them(
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(both(), 30)
         assert a.assigned() | b.assigned() == parts(unique_topic, 0, 1, 2, 3)
-        # a revoked exactly the partitions that moved to b, committing them first, and nothing else
+        # a revoked exactly the partitions that moved to b, and nothing else; with auto-commit the
+        # reconciliation first committed everything a had consumed, as Java's consumer does
         revoked = a.host.events(ListenerEvent.REVOKED)
         assert revoked == [b.assigned()]
-        assert a.host.committed_before_revoke == [b.assigned()]
+        assert a.host.committed_before_revoke == [parts(unique_topic, 0, 1, 2, 3)]
         assert a.host.events(ListenerEvent.LOST) == []
         assert b.host.events(ListenerEvent.REVOKED) == []
         assert a.member.metrics()["last_rebalance_partitions"] == {"assigned": 0, "revoked": 2, "lost": 0}
