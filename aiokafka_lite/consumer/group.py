@@ -42,6 +42,7 @@ from ..protocol.messages import (
 )
 from ..structs import OffsetAndMetadata, TopicPartition
 from .assignors import PartitionAssignor, lookup_assignor
+from .member import standalone_commit_refused
 from .membership import NO_GENERATION, Event, GroupMembership, State
 
 log = logging.getLogger("aiokafka_lite.consumer")
@@ -404,13 +405,7 @@ class GroupCoordinator:
 
     def _standalone_commit_failed(self, codes: set[int]) -> None:
         if codes & GENERATION_GONE:
-            # The broker takes commits without a generation only while the group has no members.
-            raise CommitFailedError(
-                f"commit failed: group {self.group_id!r} has active members, and a consumer that "
-                "assigns its partitions with assign() commits from outside the group, which Kafka "
-                "allows only while the group is empty. Give this consumer a group_id of its own, "
-                "or subscribe() to join the group."
-            )
+            raise standalone_commit_refused(self.group_id)
         for code in codes:
             self.coordinator_error(code)
             if not is_retriable(code):

@@ -21,6 +21,7 @@ from ..protocol.messages import OFFSET_COMMIT, OFFSET_FETCH
 from ..structs import OffsetAndMetadata, TopicPartition
 from . import kip848_offsets as offsets_io
 from .kip848_state import Kip848Machine
+from .member import standalone_commit_refused
 
 
 class MemberOffsets:
@@ -56,6 +57,8 @@ class MemberOffsets:
             outcome = offsets_io.commit_outcome(await self._send(OFFSET_COMMIT, body), self.group_id)
             if outcome.done:
                 return
+            if standalone and outcome.gone:  # UNKNOWN_MEMBER_ID: the group has members
+                raise standalone_commit_refused(self.group_id)
             await self._after_error(outcome, backoff, standalone)
 
     async def fetch_committed(self, tps: Iterable[TopicPartition], timeout: float | None

@@ -305,6 +305,8 @@ class Kip848Member(GroupMember):
             self.machine.subscription = self._subscription()
         body = self.machine.heartbeat_request()
         self.heartbeats_sent += 1
+        with self.timers_lock:  # the timers measure the round trip (metrics' heartbeat_rtt_seconds)
+            self.timers.on_heartbeat_sent(time.monotonic())
         try:
             return await conn.send(CONSUMER_GROUP_HEARTBEAT, version, body)
         except KafkaError:
@@ -321,6 +323,8 @@ class Kip848Member(GroupMember):
         if self._thread is not None:
             self.machine.heartbeat_failed()  # the thread's request got no answer: resend it all
         (self.join_failures if joining else self.heartbeat_failures).failed(error, now)
+        with self.timers_lock:
+            self.timers.on_heartbeat_failure(now)
         self._backoff.failed(now)
         self._next_heartbeat = now + self._backoff.wait_time(now)
 
@@ -336,6 +340,7 @@ class Kip848Member(GroupMember):
                      m.member_epoch)
         interval = (m.heartbeat_interval_ms or self.config.heartbeat_interval_ms) / 1000
         with self.timers_lock:
+            self.timers.on_heartbeat_success(time.monotonic())
             self.timers.heartbeat_interval = interval
         self._next_heartbeat = time.monotonic() + interval
         if fenced or m.state is State.RECONCILING:
@@ -439,17 +444,19 @@ class Kip848Member(GroupMember):
     # ------------------------------------------------------------ metrics
 
     def metrics(self) -> dict[str, Any]:
+        # The keys the classic member has mean the same here (dashboards and /health read them);
+        # generation_id is the member epoch, as Java's groupMetadata().generationId() under KIP-848.
         m = self.machine
         return {
-            "group_id": self.group_id, "group_protocol": self.protocol, "state": m.state.value,
-            "member_epoch": m.member_epoch, "member_id": m.member_id,
+            "group_id": self.group_id, "group_protocol": self.protocol, "group_state": m.state.name,
+            "generation_id": m.member_epoch, "member_epoch": m.member_epoch, "member_id": m.member_id,
             "group_instance_id": m.instance_id,
             "heartbeat_interval_ms": m.heartbeat_interval_ms,
             "rebalances": self.reconciler.rebalances,
-            "last_rebalance": vars(self.reconciler.counts).copy(),
+            "last_rebalance_partitions": vars(self.reconciler.counts).copy(),
             "heartbeats_sent": self.heartbeats_sent + (self._thread.heartbeats_sent if self._thread else 0),
             "heartbeat_failures": self.heartbeat_failures.total_failures,
-            "poll_lapses": self.lapses.count, "last_leave_delay": self.lapses.last_leave_delay,
+            "poll_interval_lapses": self.lapses.count, "last_leave_delay_seconds": self.lapses.last_leave_delay,
         }
 
     def health_inputs(self) -> HealthInputs:

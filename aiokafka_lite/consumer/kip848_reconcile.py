@@ -38,10 +38,13 @@ class Reconciler:
             plan = m.plan(self.cluster.metadata.topic_name)
         if plan is None:
             return
+        if self.config.enable_auto_commit and sub.assigned():
+            # As Java (ConsumerMembershipManager.signalReconciliationStarted): every reconciliation
+            # starts with an auto-commit of everything consumed, whether or not anything is revoked.
+            await self.host.commit_before_revoke(sub.assigned())
         revoked = set(plan.revoke) & sub.assigned()
         if revoked:
             try:
-                await self.host.commit_before_revoke(revoked)
                 await self.host.run_listener(ListenerEvent.REVOKED, revoked)
                 await self.host.drain_commits()
             finally:  # given up however the callback ended: delivered once, not again

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import CommitFailedError
 from ..structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -27,6 +28,16 @@ if TYPE_CHECKING:
     from .health import HealthInputs
     from .liveness import LivenessTimers
     from .subscription import SubscriptionState
+
+
+def standalone_commit_refused(group_id: str) -> CommitFailedError:
+    """An assign()ed consumer's commit (no generation or member epoch) to a group with members:
+    the broker takes those only while the group is empty, whatever the group protocol."""
+    return CommitFailedError(
+        f"commit failed: group {group_id!r} has active members, and a consumer that "
+        "assigns its partitions with assign() commits from outside the group, which Kafka "
+        "allows only while the group is empty. Give this consumer a group_id of its own, "
+        "or subscribe() to join the group.")
 
 
 class ListenerEvent(enum.Enum):

@@ -16,6 +16,7 @@ from aiokafka_lite.structs import TimestampType
 from aiokafka_lite.testing.helpers import produce
 
 from ..integration._consumers import Poller, poll_until
+from ..integration._protocols import GroupProtocol
 
 __all__ = [
     "KEEP_OLD_RECORDS", "CountingListener", "Poller", "await_assignment", "await_rebalance", "consume_and_verify",
@@ -30,14 +31,15 @@ __all__ = [
 KEEP_OLD_RECORDS = {"retention.ms": "-1"}
 
 
-def settings(broker: Any, group: str | None = None, **extra: Any) -> dict[str, Any]:
-    """Kafka's test-consumer defaults (earliest, no auto-commit) with short group timers."""
+def settings(broker: Any, group: str | None = None, protocol: GroupProtocol | None = None,
+             **extra: Any) -> dict[str, Any]:
+    """Kafka's test-consumer defaults (earliest, no auto-commit) with short group timers; under
+    ``protocol`` (the ``group_protocol`` fixture) if given, as Kafka's tests set group.protocol."""
     base: dict[str, Any] = dict(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
                                 enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
     if group is not None:
         base["group_id"] = group
-    base.update(extra)
-    return base
+    return (protocol or GroupProtocol("classic")).settings(base, **extra)
 
 
 def send_records(broker: Any, tp: TopicPartition, count: int, start_ts: int = 1000, first: int = 0) -> None:

@@ -8,7 +8,10 @@ import pytest
 from aiokafka_lite import TopicPartition
 from aiokafka_lite.testing.helpers import create_topic
 
+from ..integration._protocols import group_protocol
 from ._kit import KEEP_OLD_RECORDS
+
+__all__ = ["group_protocol"]  # a fixture: each group scenario under the classic and the consumer protocol
 
 
 @pytest.fixture

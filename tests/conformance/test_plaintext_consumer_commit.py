@@ -52,23 +52,23 @@ class PausingListener(ConsumerRebalanceListener):
         pass
 
 
-async def test_auto_commit_on_close(broker, topic, tp, tp2, unique_group):
+async def test_auto_commit_on_close(broker, topic, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testClassicConsumerAutoCommitOnClose."""
     send_records(broker, tp, 1000)
-    async with Consumer(**settings(broker, unique_group, enable_auto_commit=True)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, enable_auto_commit=True)) as consumer:
         consumer.subscribe([topic])
         await await_assignment(consumer, {tp, tp2})
         consumer.seek(tp, 300)  # close() must commit the sought positions
         consumer.seek(tp2, 500)
-    async with Consumer(**settings(broker, unique_group, enable_auto_commit=True)) as another:
+    async with Consumer(**settings(broker, unique_group, group_protocol, enable_auto_commit=True)) as another:
         assert (await another.committed([tp]))[tp].offset == 300
         assert (await another.committed([tp2]))[tp2].offset == 500
 
 
-async def test_auto_commit_on_close_after_wakeup(broker, topic, tp, tp2, unique_group):
+async def test_auto_commit_on_close_after_wakeup(broker, topic, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testClassicConsumerAutoCommitOnCloseAfterWakeup (wakeup() is a cancelled poll)."""
     send_records(broker, tp, 1000)
-    async with Consumer(**settings(broker, unique_group, enable_auto_commit=True)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, enable_auto_commit=True)) as consumer:
         consumer.subscribe([topic])
         await await_assignment(consumer, {tp, tp2})
         consumer.seek(tp, 300)
@@ -80,14 +80,14 @@ async def test_auto_commit_on_close_after_wakeup(broker, topic, tp, tp2, unique_
         polling.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await polling
-    async with Consumer(**settings(broker, unique_group, enable_auto_commit=True)) as another:
+    async with Consumer(**settings(broker, unique_group, group_protocol, enable_auto_commit=True)) as another:
         assert (await another.committed([tp]))[tp].offset == 300
         assert (await another.committed([tp2]))[tp2].offset == 500
 
 
-async def test_commit_metadata(broker, tp, unique_group):
+async def test_commit_metadata(broker, tp, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testClassicConsumerCommitMetadata."""
-    async with Consumer(**settings(broker, unique_group, enable_auto_commit=True)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, enable_auto_commit=True)) as consumer:
         consumer.assign([tp])
         sync_metadata = OffsetAndMetadata(5, "foo", 15)
         await consumer.commit({tp: sync_metadata})
@@ -100,9 +100,9 @@ async def test_commit_metadata(broker, tp, unique_group):
         assert (await consumer.committed([tp]))[tp] == no_metadata
 
 
-async def test_async_commit(broker, tp, unique_group):
+async def test_async_commit(broker, tp, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testClassicConsumerAsyncCommit."""
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.assign([tp])
         counter = CommitCounter()
         for i in range(1, 6):
@@ -113,11 +113,11 @@ async def test_async_commit(broker, tp, unique_group):
         assert (await consumer.committed([tp]))[tp] == OffsetAndMetadata(5)
 
 
-async def test_commit_specified_offsets(broker, tp, tp2, unique_group):
+async def test_commit_specified_offsets(broker, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testClassicConsumerCommitSpecifiedOffsets."""
     send_records(broker, tp, 5)
     send_records(broker, tp2, 7)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.assign([tp, tp2])
         pos1, pos2 = await consumer.position(tp), await consumer.position(tp2)
         await consumer.commit({tp: OffsetAndMetadata(3)})
@@ -131,12 +131,12 @@ async def test_commit_specified_offsets(broker, tp, tp2, unique_group):
         assert (await consumer.committed([tp2]))[tp2].offset == 7
 
 
-async def test_auto_commit_on_rebalance(broker, topic, tp, tp2, unique_group, unique_topic):
+async def test_auto_commit_on_rebalance(broker, topic, tp, tp2, unique_group, unique_topic, group_protocol):
     """PlaintextConsumerCommitTest.testClassicConsumerAutoCommitOnRebalance."""
     topic2 = f"{unique_topic}-2"
     create_topic(broker, topic2, partitions=2)
     send_records(broker, tp, 1000)
-    async with Consumer(**settings(broker, unique_group, enable_auto_commit=True)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, enable_auto_commit=True)) as consumer:
         listener = PausingListener(consumer)
         consumer.subscribe([topic], listener=listener)
         await await_assignment(consumer, {tp, tp2})
@@ -148,9 +148,9 @@ async def test_auto_commit_on_rebalance(broker, topic, tp, tp2, unique_group, un
         assert (await consumer.committed([tp2]))[tp2].offset == 500
 
 
-async def test_subscribe_and_commit_sync(broker, topic, tp, tp2, unique_group):
+async def test_subscribe_and_commit_sync(broker, topic, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testClassicConsumerSubscribeAndCommitSync."""
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         assert consumer.assignment() == set()
         consumer.subscribe([topic])
         await await_assignment(consumer, {tp, tp2})
@@ -159,11 +159,11 @@ async def test_subscribe_and_commit_sync(broker, topic, tp, tp2, unique_group):
         assert (await consumer.committed([tp]))[tp].offset == 0
 
 
-async def test_position_and_commit(broker, topic, tp, unique_group):
+async def test_position_and_commit(broker, topic, tp, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testClassicConsumerPositionAndCommit."""
     send_records(broker, tp, 5, start_ts=1000)
-    async with Consumer(**settings(broker, unique_group)) as consumer, \
-            Consumer(**settings(broker, unique_group)) as other:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer, \
+            Consumer(**settings(broker, unique_group, group_protocol)) as other:
         unknown = TopicPartition(topic, 15)
         assert (await consumer.committed([unknown]))[unknown] is None
         with pytest.raises(IllegalStateError):
@@ -181,28 +181,28 @@ async def test_position_and_commit(broker, topic, tp, unique_group):
         await consume_and_verify(other, tp, 1, 5, start_index=5, start_ts=2000)
 
 
-async def test_commit_async_completed_before_consumer_closes(broker, tp, tp2, unique_group):
+async def test_commit_async_completed_before_consumer_closes(broker, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testCommitAsyncCompletedBeforeConsumerCloses (a client contract; Java
     checks it on the consumer protocol only)."""
     send_records(broker, tp, 3)
     send_records(broker, tp2, 3)
     counter = CommitCounter()
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.assign([tp, tp2])
         consumer.commit_async({tp: OffsetAndMetadata(1)}, callback=counter)
         consumer.commit_async({tp2: OffsetAndMetadata(1)}, callback=counter)
     await asyncio.sleep(0)  # done-callbacks run one loop step after the futures resolve
     assert (counter.success_count, counter.last_error) == (2, None)
-    async with Consumer(**settings(broker, unique_group)) as checker:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as checker:
         assert await checker.committed([tp, tp2]) == {tp: OffsetAndMetadata(1), tp2: OffsetAndMetadata(1)}
 
 
-async def test_commit_async_completed_before_commit_sync_returns(broker, tp, tp2, unique_group):
+async def test_commit_async_completed_before_commit_sync_returns(broker, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerCommitTest.testCommitAsyncCompletedBeforeCommitSyncReturns (a client contract; Java
     checks it on the consumer protocol only)."""
     send_records(broker, tp, 3)
     send_records(broker, tp2, 3)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.assign([tp, tp2])
         counter = CommitCounter()
         consumer.commit_async({tp: OffsetAndMetadata(1)}, callback=counter)

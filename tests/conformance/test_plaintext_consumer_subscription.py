@@ -33,10 +33,10 @@ def partitions_of(*topics, count=2):
     return {TopicPartition(t, p) for t in topics for p in range(count)}
 
 
-async def test_pattern_subscription(broker, unique_topic, unique_group):
+async def test_pattern_subscription(broker, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerPatternSubscription."""
     topic, topic1, _topic2, _topic3 = make_topics(broker, unique_topic, "topic", "tblablac", "tblablak", "tblab1")
-    async with Consumer(**settings(broker, unique_group, metadata_max_age_ms=500)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, metadata_max_age_ms=500)) as consumer:
         assert consumer.assignment() == set()
         consumer.subscribe(pattern=re.escape(unique_topic) + "-t.*c", listener=CountingListener())
         await await_assignment(consumer, partitions_of(topic, topic1))
@@ -46,10 +46,10 @@ async def test_pattern_subscription(broker, unique_topic, unique_group):
         assert consumer.assignment() == set()
 
 
-async def test_subsequent_pattern_subscription(broker, unique_topic, unique_group):
+async def test_subsequent_pattern_subscription(broker, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerSubsequentPatternSubscription."""
     prefix = re.escape(unique_topic + "-")
-    async with Consumer(**settings(broker, unique_group, metadata_max_age_ms=30000)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, metadata_max_age_ms=30000)) as consumer:
         (topic,) = make_topics(broker, unique_topic, "topic")
         (foo,) = make_topics(broker, unique_topic, "foo", partitions=1)
         assert consumer.assignment() == set()
@@ -63,10 +63,10 @@ async def test_subsequent_pattern_subscription(broker, unique_topic, unique_grou
         assert consumer.assignment() == set()
 
 
-async def test_pattern_unsubscription(broker, unique_topic, unique_group):
+async def test_pattern_unsubscription(broker, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerPatternUnsubscription."""
     topic, topic1 = make_topics(broker, unique_topic, "topic", "tblablac")
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         assert consumer.assignment() == set()
         consumer.subscribe(pattern=re.escape(unique_topic) + "-t.*c", listener=CountingListener())
         await await_assignment(consumer, partitions_of(topic, topic1))
@@ -74,10 +74,10 @@ async def test_pattern_unsubscription(broker, unique_topic, unique_group):
         assert consumer.assignment() == set()  # cleared right away
 
 
-async def test_expanding_topic_subscriptions(broker, topic, unique_topic, unique_group):
+async def test_expanding_topic_subscriptions(broker, topic, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerExpandingTopicSubscriptions."""
     other = f"{unique_topic}-other"
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.subscribe([topic])
         await await_assignment(consumer, partitions_of(topic))
         create_topic(broker, other, partitions=2)
@@ -85,20 +85,20 @@ async def test_expanding_topic_subscriptions(broker, topic, unique_topic, unique
         await await_assignment(consumer, partitions_of(topic, other))
 
 
-async def test_shrinking_topic_subscriptions(broker, topic, unique_topic, unique_group):
+async def test_shrinking_topic_subscriptions(broker, topic, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerShrinkingTopicSubscriptions."""
     other = f"{unique_topic}-other"
     create_topic(broker, other, partitions=2)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.subscribe([topic, other])
         await await_assignment(consumer, partitions_of(topic, other))
         consumer.subscribe([topic])
         await await_assignment(consumer, partitions_of(topic))
 
 
-async def test_unsubscribe_topic(broker, topic, unique_group):
+async def test_unsubscribe_topic(broker, topic, unique_group, group_protocol):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerUnsubscribeTopic (session 1 s, the broker's minimum)."""
-    conf = settings(broker, unique_group, session_timeout_ms=1000, heartbeat_interval_ms=100)
+    conf = settings(broker, unique_group, group_protocol, session_timeout_ms=1000, heartbeat_interval_ms=100)
     async with Consumer(**conf) as consumer:
         listener = CountingListener()
         consumer.subscribe([topic], listener=listener)
@@ -122,17 +122,26 @@ async def subscribe_invalid_topic(consumer):
     assert "topic abc" in str(error)
 
 
-async def test_subscribe_invalid_topic_can_unsubscribe(broker, unique_group):
+def _invalid_topic_silent_under_kip848(request, group_protocol):
+    if not group_protocol.is_classic:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "defect: under group_protocol='consumer' an invalid subscribed topic is never reported "
+            "(poll() stays quiet); Java's AsyncKafkaConsumer raises InvalidTopicException")))
+
+
+async def test_subscribe_invalid_topic_can_unsubscribe(broker, unique_group, group_protocol, request):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerSubscribeInvalidTopicCanUnsubscribe."""
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    _invalid_topic_silent_under_kip848(request, group_protocol)  # Java: ...AsyncSubscribeInvalidTopicCanUnsubscribe
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         await subscribe_invalid_topic(consumer)
         consumer.unsubscribe()
         assert consumer.subscription() == set()
 
 
-async def test_subscribe_invalid_topic_can_close(broker, unique_group):
+async def test_subscribe_invalid_topic_can_close(broker, unique_group, group_protocol, request):
     """PlaintextConsumerSubscriptionTest.testClassicConsumerSubscribeInvalidTopicCanClose."""
-    consumer = Consumer(**settings(broker, unique_group))
+    _invalid_topic_silent_under_kip848(request, group_protocol)  # Java: ...AsyncSubscribeInvalidTopicCanClose
+    consumer = Consumer(**settings(broker, unique_group, group_protocol))
     await consumer.start()
     try:
         await subscribe_invalid_topic(consumer)

@@ -19,6 +19,10 @@ import pytest
 from aiokafka_lite.testing import tansu
 from aiokafka_lite.testing.helpers import create_topic
 
+from ._protocols import group_protocol
+
+__all__ = ["group_protocol"]  # a fixture: each group test under the classic and the consumer protocol
+
 # What Apache Kafka answers as Kafka does: "end_offsets" (ListOffsets latest is the log end),
 # "offsets_for_times" (ListOffsets by record timestamp), "session_expiry" (a silent member is
 # removed after session.timeout.ms), "transactions" (read_committed skips aborted records), "admin".

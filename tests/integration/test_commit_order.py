@@ -17,17 +17,19 @@ from aiokafka_lite.testing.helpers import create_topic, produce
 from aiokafka_lite.testing.mock_cluster import ApiKey, MockCluster
 
 from ._consumers import poll_until
+from ._protocols import GroupProtocol
 
 pytestmark = pytest.mark.asyncio
 
+CLASSIC = GroupProtocol("classic")  # librdkafka's mock cluster has no KIP-848
 COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, REQUEST_TIMED_OUT = 14, 16, 7
 
 
-def settings(bootstrap: str, group: str, **extra):
+def settings(bootstrap: str, group: str, protocol: GroupProtocol = CLASSIC, **extra):
     base = dict(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                 enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500,
                 retry_backoff_ms=20, request_timeout_ms=5000)
-    return {**base, **extra}
+    return protocol.settings(base, **extra)
 
 
 class CallbackLog:
@@ -49,10 +51,12 @@ async def _joined(consumer: Consumer, topic: str) -> TopicPartition:
     return tp
 
 
-async def test_commit_waits_for_earlier_async_commits(apache_kafka_broker, unique_topic, unique_group):
+async def test_commit_waits_for_earlier_async_commits(apache_kafka_broker, unique_topic, unique_group,
+                                                      group_protocol):
     """The issue's case: five commit_async(400..404), then commit(500): 500 is what stays."""
     create_topic(apache_kafka_broker, unique_topic, partitions=1)
-    async with Consumer(unique_topic, **settings(apache_kafka_broker.bootstrap_servers, unique_group)) as c:
+    bootstrap = apache_kafka_broker.bootstrap_servers
+    async with Consumer(unique_topic, **settings(bootstrap, unique_group, group_protocol)) as c:
         tp = await _joined(c, unique_topic)
         log = CallbackLog()
         futures = [c.commit_async({tp: offset}, callback=log.callback_for(offset)) for offset in range(400, 405)]
@@ -63,10 +67,12 @@ async def test_commit_waits_for_earlier_async_commits(apache_kafka_broker, uniqu
         assert (await c.committed([tp]))[tp].offset == 500
 
 
-async def test_many_interleaved_commits_end_at_the_newest(apache_kafka_broker, unique_topic, unique_group):
+async def test_many_interleaved_commits_end_at_the_newest(
+        apache_kafka_broker, unique_topic, unique_group, group_protocol):
     create_topic(apache_kafka_broker, unique_topic, partitions=1)
+    bootstrap = apache_kafka_broker.bootstrap_servers
     rng = random.Random(11)
-    async with Consumer(unique_topic, **settings(apache_kafka_broker.bootstrap_servers, unique_group)) as c:
+    async with Consumer(unique_topic, **settings(bootstrap, unique_group, group_protocol)) as c:
         tp = await _joined(c, unique_topic)
         log = CallbackLog()
         made: list[int] = []
@@ -104,9 +110,11 @@ async def test_commits_keep_their_order_through_retried_requests(mock_cluster: M
         assert (await c.committed([tp]))[tp].offset == 30
 
 
-async def test_close_lands_pending_commits_in_order(apache_kafka_broker, unique_topic, unique_group):
+async def test_close_lands_pending_commits_in_order(apache_kafka_broker, unique_topic, unique_group,
+                                                    group_protocol):
     create_topic(apache_kafka_broker, unique_topic, partitions=1)
-    c = Consumer(unique_topic, **settings(apache_kafka_broker.bootstrap_servers, unique_group))
+    bootstrap = apache_kafka_broker.bootstrap_servers
+    c = Consumer(unique_topic, **settings(bootstrap, unique_group, group_protocol))
     tp = await _joined(c, unique_topic)
     log = CallbackLog()
     for offset in range(70, 80):
@@ -114,7 +122,7 @@ async def test_close_lands_pending_commits_in_order(apache_kafka_broker, unique_
     await c.close(timeout=10)
     assert log.done == list(range(70, 80))
     assert log.errors == []
-    async with Consumer(**settings(apache_kafka_broker.bootstrap_servers, unique_group)) as reader:
+    async with Consumer(**settings(bootstrap, unique_group, group_protocol)) as reader:
         assert (await reader.committed([tp]))[tp].offset == 79
 
 
@@ -122,11 +130,12 @@ async def test_close_lands_pending_commits_in_order(apache_kafka_broker, unique_
 
 
 async def test_manual_assignment_commits_as_a_standalone_consumer(apache_kafka_broker, unique_topic,
-                                                                   unique_group):
+                                                                   unique_group, group_protocol):
     create_topic(apache_kafka_broker, unique_topic, partitions=1)
+    bootstrap = apache_kafka_broker.bootstrap_servers
     produce(apache_kafka_broker, unique_topic, [(None, f"v{i}") for i in range(5)])
     tp = TopicPartition(unique_topic, 0)
-    async with Consumer(**settings(apache_kafka_broker.bootstrap_servers, unique_group)) as c:
+    async with Consumer(**settings(bootstrap, unique_group, group_protocol)) as c:
         c.assign([tp])
         got = await poll_until(c, lambda g: len(g) >= 5, timeout=30)
         assert len(got) == 5
@@ -135,37 +144,39 @@ async def test_manual_assignment_commits_as_a_standalone_consumer(apache_kafka_b
         await c.commit({tp: 3})
         assert (await c.committed([tp]))[tp].offset == 3
         metrics = c.metrics()
-        assert metrics["group_state"] == "UNJOINED"  # never joined: no watchdog, no heartbeats
+        assert metrics["group_state"] == group_protocol.idle_state  # never joined: no watchdog, no heartbeats
         assert "poll_interval_lapses" not in metrics or metrics["poll_interval_lapses"] == 0
     # A new consumer of the group starts where the standalone one committed.
-    async with Consumer(**settings(apache_kafka_broker.bootstrap_servers, unique_group)) as again:
+    async with Consumer(**settings(bootstrap, unique_group, group_protocol)) as again:
         again.assign([tp])
         got = await poll_until(again, lambda g: len(g) >= 2, timeout=30)
         assert [r.offset for r in got] == [3, 4]
 
 
 async def test_manual_assignment_auto_commits_and_commits_on_close(apache_kafka_broker, unique_topic,
-                                                                    unique_group):
+                                                                    unique_group, group_protocol):
     create_topic(apache_kafka_broker, unique_topic, partitions=1)
+    bootstrap = apache_kafka_broker.bootstrap_servers
     produce(apache_kafka_broker, unique_topic, [(None, f"v{i}") for i in range(4)])
     tp = TopicPartition(unique_topic, 0)
-    c = Consumer(**settings(apache_kafka_broker.bootstrap_servers, unique_group, enable_auto_commit=True,
+    c = Consumer(**settings(bootstrap, unique_group, group_protocol,
+                            enable_auto_commit=True,
                             auto_commit_interval_ms=100000))
     c.assign([tp])
     await poll_until(c, lambda g: len(g) >= 4, timeout=30)
     await c.close(timeout=10)
-    async with Consumer(**settings(apache_kafka_broker.bootstrap_servers, unique_group)) as reader:
+    async with Consumer(**settings(bootstrap, unique_group, group_protocol)) as reader:
         assert (await reader.committed([tp]))[tp].offset == 4
 
 
 async def test_standalone_commit_to_a_group_with_members_is_a_clear_error(apache_kafka_broker, unique_topic,
-                                                                           unique_group):
+                                                                           unique_group, group_protocol):
     create_topic(apache_kafka_broker, unique_topic, partitions=1)
     tp = TopicPartition(unique_topic, 0)
     bootstrap = apache_kafka_broker.bootstrap_servers
-    async with Consumer(unique_topic, **settings(bootstrap, unique_group)) as member:
+    async with Consumer(unique_topic, **settings(bootstrap, unique_group, group_protocol)) as member:
         await _joined(member, unique_topic)
-        async with Consumer(**settings(bootstrap, unique_group)) as outsider:
+        async with Consumer(**settings(bootstrap, unique_group, group_protocol)) as outsider:
             outsider.assign([tp])
             with pytest.raises(CommitFailedError, match="has active members"):
                 await asyncio.wait_for(outsider.commit({tp: 1}), 10)

@@ -13,13 +13,14 @@ from ._consumers import poll_until
 pytestmark = pytest.mark.asyncio
 
 
-async def test_group_consumes_everything_and_commits(any_broker, unique_topic, unique_group):
+async def test_group_consumes_everything_and_commits(any_broker, unique_topic, unique_group, group_protocol):
     any_broker.create_topic(unique_topic, partitions=3)
     sent = [(f"k{i}", f"v{i}") for i in range(300)]
     produce(any_broker.bootstrap_servers, unique_topic, sent)
-    async with Consumer(unique_topic, bootstrap_servers=any_broker.bootstrap_servers, group_id=unique_group,
-                        auto_offset_reset="earliest", enable_auto_commit=False,
-                        session_timeout_ms=10000, heartbeat_interval_ms=1000) as consumer:
+    conf = group_protocol.settings(bootstrap_servers=any_broker.bootstrap_servers, group_id=unique_group,
+                                   auto_offset_reset="earliest", enable_auto_commit=False,
+                                   session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    async with Consumer(unique_topic, **conf) as consumer:
         records = await poll_until(consumer, lambda got: len(got) >= 300)
         assert sorted((r.key, r.value) for r in records) == sorted(
             (k.encode(), v.encode()) for k, v in sent)

@@ -15,15 +15,15 @@ from aiokafka_lite.errors import ConsumerClosedError
 from aiokafka_lite.testing.helpers import create_topic, produce
 
 from ._consumers import Poller, poll_until
+from ._protocols import GroupProtocol
 
 pytestmark = pytest.mark.asyncio
 
 
-def settings(broker, group, **extra):
+def settings(broker, group, protocol, **extra):
     base = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
                 enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=1000)
-    base.update(extra)
-    return base
+    return protocol.settings(base, **extra)
 
 
 async def _cancelled(task):
@@ -41,13 +41,16 @@ async def _wait_state(consumer, states, timeout=20.0):
 
 
 async def test_cancelled_poll_during_join_keeps_the_join(apache_kafka_broker, unique_topic, unique_group):
+    # Classic only: it cancels poll() while the coordinator holds a JoinGroup. Under KIP-848 the
+    # join is a heartbeat the background task sends, answered at once: poll() never waits in it.
+    group_protocol = GroupProtocol("classic")
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=2)
     produce(broker, unique_topic, [{"value": f"v{i}", "partition": i % 2} for i in range(10)])
     # b is a stable member: a's JoinGroup is held by the coordinator until b rejoins too (about
     # one heartbeat interval), so a's first poll is reliably cancelled mid-join.
-    b = Consumer(unique_topic, **settings(broker, unique_group))
-    a = Consumer(unique_topic, **settings(broker, unique_group))
+    b = Consumer(unique_topic, **settings(broker, unique_group, group_protocol))
+    a = Consumer(unique_topic, **settings(broker, unique_group, group_protocol))
     async with b, a, Poller(b) as b_poller:
         await b_poller.wait_for(lambda: len(b.assignment()) == 2, timeout=20)
         poll = asyncio.create_task(a.poll(timeout=30))
@@ -63,14 +66,15 @@ async def test_cancelled_poll_during_join_keeps_the_join(apache_kafka_broker, un
         assert {r.partition for r in got + more} == {partition}
 
 
-async def test_cancelled_polls_lose_and_repeat_nothing(apache_kafka_broker, unique_topic, unique_group):
+async def test_cancelled_polls_lose_and_repeat_nothing(apache_kafka_broker, unique_topic, unique_group, group_protocol):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=2)
     total = 3000
     chunks = [[{"value": f"v{i}", "partition": i % 2} for i in range(start, start + 300)]
               for start in range(0, total, 300)]
     rng = random.Random(1234)
-    async with Consumer(unique_topic, **settings(broker, unique_group, max_poll_records=50)) as consumer:
+    async with Consumer(unique_topic, **settings(broker, unique_group, group_protocol,
+                                                 max_poll_records=50)) as consumer:
 
         async def producing():
             for chunk in chunks:
@@ -103,12 +107,12 @@ async def test_cancelled_polls_lose_and_repeat_nothing(apache_kafka_broker, uniq
             p: list(range(total // 2)) for p in (0, 1)}
 
 
-async def test_cancelled_commit_leaves_commits_working(apache_kafka_broker, unique_topic, unique_group):
+async def test_cancelled_commit_leaves_commits_working(apache_kafka_broker, unique_topic, unique_group, group_protocol):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=1)
     tp = TopicPartition(unique_topic, 0)
     produce(broker, unique_topic, [(None, f"v{i}") for i in range(5)])
-    async with Consumer(unique_topic, **settings(broker, unique_group)) as consumer:
+    async with Consumer(unique_topic, **settings(broker, unique_group, group_protocol)) as consumer:
         await poll_until(consumer, lambda g: len(g) >= 5, timeout=30)
         cancelled = 0
         for i, delay in enumerate([0, 0, 0.0005, 0.001, 0.002, 0.003, 0.005]):
@@ -127,11 +131,11 @@ async def test_cancelled_commit_leaves_commits_working(apache_kafka_broker, uniq
         assert consumer.metrics()["group_state"] == "STABLE"
 
 
-async def test_cancelled_close_still_closes(apache_kafka_broker, unique_topic, unique_group):
+async def test_cancelled_close_still_closes(apache_kafka_broker, unique_topic, unique_group, group_protocol):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=2)
-    a = Consumer(unique_topic, **settings(broker, unique_group))
-    b = Consumer(unique_topic, **settings(broker, unique_group))
+    a = Consumer(unique_topic, **settings(broker, unique_group, group_protocol))
+    b = Consumer(unique_topic, **settings(broker, unique_group, group_protocol))
     async with b, Poller(b) as b_poller:
         await a.start()
         await poll_until(a, lambda _: len(a.assignment()) == 1 and len(b.assignment()) == 1, timeout=30)
@@ -150,10 +154,11 @@ async def test_cancelled_close_still_closes(apache_kafka_broker, unique_topic, u
     assert leftovers == []
 
 
-async def test_watchdog_fires_after_a_cancelled_poll(apache_kafka_broker, unique_topic, unique_group):
+async def test_watchdog_fires_after_a_cancelled_poll(apache_kafka_broker, unique_topic, unique_group, group_protocol):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=1)
-    async with Consumer(unique_topic, **settings(broker, unique_group, max_poll_interval_ms=2000)) as consumer:
+    async with Consumer(unique_topic, **settings(broker, unique_group, group_protocol,
+                                                 max_poll_interval_ms=2000)) as consumer:
         await poll_until(consumer, lambda _: len(consumer.assignment()) == 1, timeout=30)
         # A caller waiting in poll() longer than max_poll_interval_ms is polling: no lapse.
         assert len(await consumer.poll(timeout=3.0)) == 0
@@ -170,5 +175,5 @@ async def test_watchdog_fires_after_a_cancelled_poll(apache_kafka_broker, unique
         # The deadline counts from the end of the cancelled poll (the clock is stamped in finally).
         assert loop.time() - cancelled_at >= 2.0 * 0.95
         assert consumer.metrics()["last_leave_delay_seconds"] < 0.5
-        assert consumer.metrics()["group_state"] == "UNJOINED"
+        assert consumer.metrics()["group_state"] == group_protocol.lapsed_state
         await poll_until(consumer, lambda _: consumer.metrics()["group_state"] == "STABLE", timeout=30)

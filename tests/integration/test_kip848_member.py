@@ -150,13 +150,14 @@ async def test_join_takes_every_partition_then_a_second_member_splits_them(
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(both(), 30)
         assert a.assigned() | b.assigned() == parts(unique_topic, 0, 1, 2, 3)
-        # a revoked exactly the partitions that moved to b, committing them first, and nothing else
+        # a revoked exactly the partitions that moved to b, and nothing else; with auto-commit the
+        # reconciliation first committed everything a had consumed, as Java's consumer does
         revoked = a.host.events(ListenerEvent.REVOKED)
         assert revoked == [b.assigned()]
-        assert a.host.committed_before_revoke == [b.assigned()]
+        assert a.host.committed_before_revoke == [parts(unique_topic, 0, 1, 2, 3)]
         assert a.host.events(ListenerEvent.LOST) == []
         assert b.host.events(ListenerEvent.REVOKED) == []
-        assert a.member.metrics()["last_rebalance"] == {"assigned": 0, "revoked": 2, "lost": 0}
+        assert a.member.metrics()["last_rebalance_partitions"] == {"assigned": 0, "revoked": 2, "lost": 0}
         assert a.member.metrics()["member_id"] == member_id  # KIP-1082: kept
         assert a.member.metrics()["group_protocol"] == "consumer"
     finally:
@@ -182,7 +183,7 @@ async def test_poll_lapse_leaves_within_100ms_and_the_other_member_takes_over(
         with caplog.at_level(logging.WARNING, logger="aiokafka_lite.consumer"):
             a.timers.on_poll(time.monotonic())  # a stops polling now
             await b.poll_until(lambda: len(b.assigned()) == 2, timeout=20)
-        delay = a.member.metrics()["last_leave_delay"]
+        delay = a.member.metrics()["last_leave_delay_seconds"]
         assert delay is not None
         assert 0 <= delay < 0.1
         assert any("exceeds max_poll_interval_ms=3000" in r.getMessage() for r in caplog.records)
@@ -256,10 +257,12 @@ async def test_static_member_restart_keeps_its_assignment(
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(split(), 30)
         before = a.assigned()
+        # b may have revoked one partition while the two settled (when it was assigned both first).
+        revoked_by_b = b.host.events(ListenerEvent.REVOKED)
         await a.close()  # leaves with epoch -2: the broker keeps the static member's assignment
         await a2.start(unique_topic)
         await a2.poll_until(lambda: a2.assigned() == before and a2.member.is_stable)
-        assert b.host.events(ListenerEvent.REVOKED) == []  # b never saw a rebalance
+        assert b.host.events(ListenerEvent.REVOKED) == revoked_by_b  # b saw no rebalance
         assert a2.member.metrics()["member_id"] != a.member.metrics()["member_id"]
     finally:
         await asyncio.gather(a2.close(), b.close())

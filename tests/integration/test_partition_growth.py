@@ -21,19 +21,20 @@ def add_partitions(bootstrap: str, topic: str, total: int) -> None:
         future.result(timeout=30)
 
 
-def settings(broker, group):
-    return dict(bootstrap_servers=broker.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
-                enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500,
-                metadata_max_age_ms=2000)
+def settings(broker, group, protocol):
+    return protocol.settings(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                             heartbeat_interval_ms=500, metadata_max_age_ms=2000)
 
 
 @pytest.mark.parametrize("members", [1, 2])
 async def test_partitions_added_to_a_subscribed_topic_are_assigned_and_read(apache_kafka_broker, unique_topic,
-                                                                             unique_group, members):
+                                                                             unique_group, group_protocol,
+                                                                             members):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=2)
     everything = {TopicPartition(unique_topic, p) for p in range(4)}
-    consumers = [Consumer(unique_topic, **settings(broker, unique_group)) for _ in range(members)]
+    consumers = [Consumer(unique_topic, **settings(broker, unique_group, group_protocol)) for _ in range(members)]
     pollers = [Poller(c) for c in consumers]
     try:
         for poller in pollers:
