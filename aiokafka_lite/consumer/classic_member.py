@@ -49,9 +49,16 @@ class ClassicMember(GroupMember):
         return self._group.needs_join or bool(self._host.subscription_state().awaiting_callback())
 
     async def rebalance_step(self) -> None:
+        try:
+            await self._rebalance_step()
+        finally:
+            self._host.callbacks_done()
+
+    async def _rebalance_step(self) -> None:
         sub = self._host.subscription_state()
         if not self._group.needs_join:
             # on_partitions_assigned raised last time: called again, as in Java, until it returns.
+            await self._host.until_polled()
             await assigned_callback(self._host, sub.awaiting_callback())
             return
         outcome = await rebalance(self._group, self._host, self.rebalance_protocol)

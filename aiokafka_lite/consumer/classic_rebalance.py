@@ -45,6 +45,7 @@ async def rebalance(group: GroupCoordinator, host: MemberHost, protocol: Rebalan
     await _before_join(group, host, protocol, counts)
     owned = sub.assigned()
     assignment = await group.join(frozenset(sub.topics), owned)
+    await host.until_polled()  # kept partitions were read meanwhile; callbacks run inside poll()
     subscribed = sub.topics
     target = {tp for tp in assignment.partitions if tp.topic in subscribed}
     revoked = owned - target
@@ -68,6 +69,7 @@ async def _before_join(group: GroupCoordinator, host: MemberHost, protocol: Reba
     owned = sub.assigned()
     if not owned:
         return
+    await host.until_polled()
     if group.partitions_lost:
         counts.lost = len(owned)
         try:
@@ -83,6 +85,7 @@ async def _before_join(group: GroupCoordinator, host: MemberHost, protocol: Reba
         await _revoke(host, gone, counts)
     if host.config.enable_auto_commit and owned - gone:
         await host.commit_before_revoke(owned - gone)  # as Java, before every JoinGroup
+    host.callbacks_done()  # kept partitions are read again while the join waits for the broker
 
 
 async def _revoke(host: MemberHost, partitions: set[TopicPartition], counts: RebalanceCounts) -> None:

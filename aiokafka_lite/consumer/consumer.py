@@ -36,7 +36,7 @@ from .liveness import LivenessTimers
 from .member import GroupMember, ListenerEvent
 from .metrics import snapshot
 from .offsets import OffsetLookup
-from .poll_steps import PollSteps, Start
+from .poll_steps import PollPresence, PollSteps, Start
 from .polling import poll_once, update_positions
 from .stall import StallMonitor
 from .subscription import ResetStrategy, SubscriptionState, SubscriptionType
@@ -576,6 +576,7 @@ class _ConsumerParts:
         self._c = consumer
         self.config = consumer.config
         self.next_auto_commit = 0.0  # loop time; the poll path's auto-commit schedule
+        self.presence = PollPresence()
 
     # -- parts ----------------------------------------------------------------------------
 
@@ -641,6 +642,12 @@ class _ConsumerParts:
 
     async def drain_commits(self) -> None:
         await self._c._commits.drain()
+
+    async def until_polled(self) -> None:
+        await self.presence.until_polled(self.wake)
+
+    def callbacks_done(self) -> None:
+        self.presence.callbacks_done()
 
     async def refresh_pattern(self) -> bool:
         cluster = self.cluster

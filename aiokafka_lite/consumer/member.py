@@ -76,6 +76,13 @@ class MemberHost(Protocol):
     async def refresh_pattern(self) -> bool:
         """Pattern subscription: match the cluster's topics again; True when the set changed."""
 
+    async def until_polled(self) -> None:
+        """Return once a poll() waits for the rebalance step: listener callbacks run only then,
+        and polls wait for the step until callbacks_done() (or the step's end)."""
+
+    def callbacks_done(self) -> None:
+        """The step's callbacks are over (it may go on waiting for the broker)."""
+
     async def drain_commits(self) -> None:
         """Wait for every commit made so far (the listener's commit_async calls included)."""
 
@@ -104,9 +111,10 @@ class GroupMember(ABC):
         lapsed poll() and is cancelled only by close() (poll_steps.py)."""
 
     def keeps_fetching_while_rebalancing(self) -> bool:
-        """poll() hands out records of the partitions kept while rebalance_step() runs
-        (cooperative, KIP-848); False: poll() waits for the step (eager)."""
-        return True
+        """poll() hands out records of the partitions kept while rebalance_step() waits for the
+        broker (cooperative: JoinGroup and SyncGroup); the step then calls host.until_polled()
+        before any listener callback. False: poll() always waits for the step."""
+        return False
 
     @abstractmethod
     def before_poll(self) -> None:

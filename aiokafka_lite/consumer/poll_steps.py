@@ -6,7 +6,8 @@ or done instead of starting it again. Only close() cancels a step."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 Start = Callable[[], Coroutine[Any, Any, None]]
@@ -67,3 +68,50 @@ class PollSteps:
             await asyncio.wait({task})  # the task's own end is not raised; our cancellation is
             if not task.cancelled():
                 task.exception()  # it ended some other way meanwhile: retrieved, dropped
+
+
+class PollPresence:
+    """Whether a poll() is waiting for the rebalance step right now. A step that keeps running
+    between polls (cooperative) runs the listener callbacks only while one is: as in Java,
+    where they run inside poll(), never while the application is processing records. From
+    until_polled() to callbacks_done() every poll() waits (one whose timeout lapses returns
+    empty) and hands out nothing."""
+
+    def __init__(self) -> None:
+        self._waiting = 0
+        self._arrived = asyncio.Event()
+        self._released = asyncio.Event()
+        self._released.set()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        self._waiting += 1
+        self._arrived.set()
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+            if not self._waiting:
+                self._arrived.clear()
+
+    async def until_polled(self, wake: Callable[[], None]) -> None:
+        self._released.clear()
+        if not self._waiting:
+            wake()  # a poll() waiting for records looks at the member again
+            await self._arrived.wait()
+
+    def callbacks_done(self) -> None:
+        self._released.set()
+
+    @property
+    def held(self) -> bool:
+        """A step's callbacks are due or under way: poll() must wait for them."""
+        return not self._released.is_set()
+
+    async def until_released(self, step: asyncio.Task[None]) -> None:
+        """Wait until the step's callbacks are done, or the step has ended."""
+        released = asyncio.ensure_future(self._released.wait())
+        try:
+            await asyncio.wait({step, released}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            released.cancel()

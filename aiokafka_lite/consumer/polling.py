@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ..structs import ConsumerRecords, OffsetAndMetadata, TopicPartition
-from .poll_steps import Start
+from .poll_steps import PollPresence, Start
 from .subscription import SubscriptionType
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ class PollParts(Protocol):
 
     config: ConsumerConfig
     next_auto_commit: float  # loop time
+    presence: PollPresence
 
     @property
     def fetcher(self) -> Fetcher: ...
@@ -48,6 +49,7 @@ class PollParts(Protocol):
     def stamp_poll(self) -> None: ...
     async def poll_step(self, name: str, start: Start | None) -> None: ...
     def poll_step_nowait(self, name: str, start: Start | None) -> None: ...
+    def running_poll_step(self, name: str) -> asyncio.Task[None] | None: ...
     def offsets_to_commit(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
     def queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]: ...
     async def refresh_pattern(self) -> bool: ...
@@ -81,13 +83,21 @@ async def poll_once(parts: PollParts, max_records: int) -> ConsumerRecords:
 
 
 async def _member_turn(parts: PollParts, member: GroupMember) -> None:
-    """Start the rebalance step when due; wait for it unless partitions kept meanwhile can be
-    read (its end wakes a waiting poll). The wait is not the step: a poll timeout leaves it running."""
+    """Start the rebalance step when due. Wait for it, unless the member keeps partitions that
+    can be read while the step waits for the broker: then wait only while its listener callbacks
+    are due or under way (they run inside poll(), as in Java). The wait is not the step: a poll
+    timeout leaves it running for the next poll()."""
     start = member.rebalance_step if member.rebalance_due() else None
-    if member.keeps_fetching_while_rebalancing() and parts.subscription_state().fetchable():
-        parts.poll_step_nowait(REBALANCE, start)
-    else:
-        await parts.poll_step(REBALANCE, start)
+    if not member.keeps_fetching_while_rebalancing() or not parts.subscription_state().fetchable():
+        with parts.presence.waiting():
+            await parts.poll_step(REBALANCE, start)
+        return
+    parts.poll_step_nowait(REBALANCE, start)
+    step = parts.running_poll_step(REBALANCE)
+    if step is not None and parts.presence.held:
+        with parts.presence.waiting():  # the step's callbacks may run now
+            await parts.presence.until_released(step)
+        parts.poll_step_nowait(REBALANCE, None)  # ended meanwhile: its outcome is raised here
 
 
 def _positions_needed(sub: SubscriptionState) -> bool:
