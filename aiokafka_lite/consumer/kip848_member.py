@@ -80,6 +80,7 @@ class Kip848Member(GroupMember):
                                         warn_after_seconds=config.max_poll_interval)
         self._fatal: BaseException | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._topics_unchecked = True  # the subscribed names are checked against metadata in poll()
         self._wake = asyncio.Event()
         self._answer_waiters: list[asyncio.Future[None]] = []  # commit retries after STALE_MEMBER_EPOCH
         self._send_lock = asyncio.Lock()  # one heartbeat (or the leave) in flight at a time
@@ -100,6 +101,8 @@ class Kip848Member(GroupMember):
 
     def rebalance_due(self) -> bool:
         m, sub = self.machine, self.host.subscription_state()
+        if self._topics_unchecked and sub.type is SubscriptionType.TOPICS:
+            return True
         if m.state is State.UNSUBSCRIBED:
             return sub.uses_group
         if m.state in (State.FENCED, State.STALE):
@@ -108,6 +111,12 @@ class Kip848Member(GroupMember):
 
     async def rebalance_step(self) -> None:
         m, sub = self.machine, self.host.subscription_state()
+        if self._topics_unchecked and sub.type is SubscriptionType.TOPICS:
+            # The broker takes any name in a heartbeat; as in Java, a subscribed topic the
+            # metadata calls invalid or unauthorized is raised from poll().
+            await self.cluster.refresh_metadata(sorted(sub.topics), timeout=self.config.request_timeout)
+            self.cluster.raise_topic_errors(sub.topics)
+            self._topics_unchecked = False
         self._start_liveness()
         if m.state is State.UNSUBSCRIBED and sub.uses_group:
             await self._subscribe()
@@ -136,6 +145,7 @@ class Kip848Member(GroupMember):
 
     def subscription_changed(self, reason: str) -> None:
         log.debug("group %s: subscription changed: %s", self.group_id, reason)
+        self._topics_unchecked = True
         m, sub = self.machine, self.host.subscription_state()
         if not sub.uses_group:
             if m.state in IN_GROUP:  # unsubscribe(): leave in the background, as Java

@@ -122,25 +122,16 @@ async def subscribe_invalid_topic(consumer):
     assert "topic abc" in str(error)
 
 
-def _invalid_topic_silent_under_kip848(request, group_protocol):
-    if not group_protocol.is_classic:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "defect: under group_protocol='consumer' an invalid subscribed topic is never reported "
-            "(poll() stays quiet); Java's AsyncKafkaConsumer raises InvalidTopicException")))
-
-
-async def test_subscribe_invalid_topic_can_unsubscribe(broker, unique_group, group_protocol, request):
-    """PlaintextConsumerSubscriptionTest.testClassicConsumerSubscribeInvalidTopicCanUnsubscribe."""
-    _invalid_topic_silent_under_kip848(request, group_protocol)  # Java: ...AsyncSubscribeInvalidTopicCanUnsubscribe
+async def test_subscribe_invalid_topic_can_unsubscribe(broker, unique_group, group_protocol):
+    """PlaintextConsumerSubscriptionTest.test{Classic,Async}ConsumerSubscribeInvalidTopicCanUnsubscribe."""
     async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         await subscribe_invalid_topic(consumer)
         consumer.unsubscribe()
         assert consumer.subscription() == set()
 
 
-async def test_subscribe_invalid_topic_can_close(broker, unique_group, group_protocol, request):
-    """PlaintextConsumerSubscriptionTest.testClassicConsumerSubscribeInvalidTopicCanClose."""
-    _invalid_topic_silent_under_kip848(request, group_protocol)  # Java: ...AsyncSubscribeInvalidTopicCanClose
+async def test_subscribe_invalid_topic_can_close(broker, unique_group, group_protocol):
+    """PlaintextConsumerSubscriptionTest.test{Classic,Async}ConsumerSubscribeInvalidTopicCanClose."""
     consumer = Consumer(**settings(broker, unique_group, group_protocol))
     await consumer.start()
     try:
