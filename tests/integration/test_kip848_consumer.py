@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -89,3 +90,27 @@ async def test_a_broker_without_the_consumer_protocol_gives_an_error_naming_the_
     async with consumer:
         with pytest.raises(GroupProtocolError, match="group_protocol"):
             await poll_until(consumer, lambda _: False, timeout=20)
+
+
+async def test_poll_deadline_lapse_leaves_at_once_and_the_next_poll_rejoins(
+        apache_kafka_broker, unique_topic, unique_group, caplog):
+    """KIP-62 under KIP-848: the watchdog leaves (member epoch -1) within 100 ms of the deadline, a
+    peer owns every partition within the deadline + 2 s, and the lapsed member's next poll rejoins."""
+    broker = apache_kafka_broker
+    create_topic(broker, unique_topic, partitions=PARTITIONS)
+    a = member(broker, unique_topic, unique_group, max_poll_interval_ms=3000)
+    b = member(broker, unique_topic, unique_group)
+    every = {TopicPartition(unique_topic, p) for p in range(PARTITIONS)}
+    async with a, b, Poller(b) as b_poller:
+        await poll_until(a, lambda _: split_evenly(a, b), timeout=60)
+        loop = asyncio.get_running_loop()
+        last_poll = loop.time()  # a stops polling here
+        caplog.set_level(logging.WARNING, logger="aiokafka_lite.consumer")
+        await b_poller.wait_for(lambda: b.assignment() == every, timeout=20)
+        assert loop.time() - last_poll < 3.0 + 2.0
+        figures = a.metrics()
+        assert figures["poll_interval_lapses"] == 1
+        assert figures["last_leave_delay_seconds"] < 0.1
+        assert any("max_poll_interval_ms=3000" in r.getMessage() for r in caplog.records)
+        await poll_until(a, lambda _: split_evenly(a, b), timeout=30)  # rejoined, partitions again
+        assert a.metrics()["group_state"] == "STABLE"
