@@ -7,12 +7,12 @@ import threading
 import time
 from typing import Any
 
-from aiokafka_lite.testing.helpers import _confluent
-
 
 class SteadyProducer:
     def __init__(self, bootstrap: str, topic: str, partitions: int, per_second: float) -> None:
-        self._producer: Any = _confluent().Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        import confluent_kafka  # the reference producer, as in aiokafka_lite.testing.helpers
+
+        self._producer: Any = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         self._topic = topic
         self._partitions = partitions
         self._interval = 1.0 / per_second
