@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka_lite.errors import GroupProtocolError, UnreleasedInstanceIdError
+from aiokafka_lite.errors import CommitFailedError, GroupProtocolError, UnreleasedInstanceIdError
 from aiokafka_lite.testing.helpers import create_topic
 
 from ._consumers import Poller, poll_until
@@ -106,8 +106,11 @@ async def test_poll_deadline_lapse_leaves_at_once_and_the_next_poll_rejoins(
         loop = asyncio.get_running_loop()
         last_poll = loop.time()  # a stops polling here
         caplog.set_level(logging.WARNING, logger="aiokafka_lite.consumer")
+        held = a.assignment()
         await b_poller.wait_for(lambda: b.assignment() == every, timeout=20)
         assert loop.time() - last_poll < 3.0 + 2.0
+        with pytest.raises(CommitFailedError, match="max_poll_interval_ms"):  # the stale commit
+            await a.commit({tp: 0 for tp in held})
         figures = a.metrics()
         assert figures["poll_interval_lapses"] == 1
         assert figures["last_leave_delay_seconds"] < 0.1
