@@ -29,7 +29,7 @@ pytest.importorskip("uvicorn")
 APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "fastapi_worker"
 PARTITIONS = 4
 RECORDS = 200
-SESSION_TIMEOUT_MS = 30000  # so only a LeaveGroup can explain a fast hand-over (classic)
+SESSION_TIMEOUT_MS = 30000  # so only a leave can explain a fast hand-over (classic)
 HANDOVER_BOUND = 5.0  # seconds from SIGTERM until the other member owns every partition
 
 
@@ -107,7 +107,7 @@ async def test_worker_serves_health_and_metrics_and_leaves_the_group_on_sigterm(
     log_text = log_path.read_text()
     # uvicorn re-raises the signal it handled once it has shut down gracefully.
     assert server.returncode in (0, -signal.SIGTERM), log_text
-    assert "consumer closed: offsets committed, LeaveGroup sent" in log_text
+    assert "consumer closed: offsets committed, left the group" in log_text
     assert "Finished server process" in log_text
     assert "Traceback" not in log_text
 
