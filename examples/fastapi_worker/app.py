@@ -4,8 +4,9 @@
         uvicorn app:app --host 127.0.0.1 --port 8000
 
 - The lifespan starts one consumer and a task that polls it; on shutdown (SIGTERM, Ctrl-C) the
-  task finishes the batch in hand, then ``close()`` commits and sends LeaveGroup, so the group
-  hands this worker's partitions to the others at once instead of after session_timeout_ms.
+  task finishes the batch in hand, then ``close()`` commits and leaves the group (LeaveGroup, or a
+  leave heartbeat under group_protocol="consumer"), so the group hands this worker's partitions to
+  the others at once instead of after the session timeout.
 - ``GET /health``: 200 only while the member is in a stable group AND polling in time; 503 with
   the reason otherwise, and the last error when joining keeps failing (longer than
   max_poll_interval_ms) or the coordinator stays unreachable (longer than session_timeout_ms).
@@ -77,7 +78,7 @@ class Worker:
                 await self._task
         finally:
             await self.consumer.close()
-            log.info("consumer closed: offsets committed, LeaveGroup sent")
+            log.info("consumer closed: offsets committed, left the group")
 
     def failure(self) -> BaseException | None:
         """The error that ended the poll task, if it ended by one."""

@@ -1,5 +1,6 @@
-"""Kafka's ConsumerIntegrationTest (clients-integration-tests), the classic-protocol scenarios a client
-can check from outside."""
+"""Kafka's ConsumerIntegrationTest (clients-integration-tests), the scenarios a client can check from
+outside, under both group protocols as Kafka's ...WithGroupProtocolClassic/...WithGroupProtocolConsumer
+(and ...Classic/...Consumer) pairs."""
 
 from __future__ import annotations
 
@@ -29,11 +30,11 @@ class FailingAssigned(ConsumerRebalanceListener):
             raise ValueError("listener failed")
 
 
-async def test_fetch_partitions_after_failed_listener(broker, unique_topic, unique_group):
+async def test_fetch_partitions_after_failed_listener(broker, unique_topic, unique_group, group_protocol):
     """ConsumerIntegrationTest.testFetchPartitionsAfterFailedListenerWithGroupProtocolClassic."""
     create_topic(broker, unique_topic, partitions=1)
     produce(broker, unique_topic, [("key", "value")])
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.subscribe([unique_topic], listener=FailingAssigned(1))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5
@@ -45,12 +46,12 @@ async def test_fetch_partitions_after_failed_listener(broker, unique_topic, uniq
         assert [(r.key, r.value) for r in got] == [(b"key", b"value")]
 
 
-async def test_fetch_partitions_with_always_failed_listener(broker, unique_topic, unique_group):
+async def test_fetch_partitions_with_always_failed_listener(broker, unique_topic, unique_group, group_protocol):
     """ConsumerIntegrationTest.testFetchPartitionsWithAlwaysFailedListenerWithGroupProtocolClassic: while
     on_partitions_assigned keeps failing, poll() raises its error or returns nothing, for 3 s."""
     create_topic(broker, unique_topic, partitions=1)
     produce(broker, unique_topic, [("key", "value")])
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.subscribe([unique_topic], listener=FailingAssigned(None))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 3
@@ -66,14 +67,14 @@ async def test_fetch_partitions_with_always_failed_listener(broker, unique_topic
         assert errors >= 1
 
 
-async def test_rapid_assign_auto_commit_correctness(broker, unique_topic, unique_group):
+async def test_rapid_assign_auto_commit_correctness(broker, unique_topic, unique_group, group_protocol):
     """ConsumerIntegrationTest.testRapidAssignAutoCommitCorrectnessClassic: assign() commits (auto-commit) the
     consumed offsets of the partitions it gives up."""
     create_topic(broker, unique_topic, partitions=2)
     tp0, tp1 = TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)
     produce(broker, unique_topic, [{"key": f"key{i}", "value": f"val{i}", "partition": p}
                                    for i in range(10) for p in (0, 1)])
-    conf = settings(broker, unique_group, enable_auto_commit=True, auto_commit_interval_ms=300000,
+    conf = settings(broker, unique_group, group_protocol, enable_auto_commit=True, auto_commit_interval_ms=300000,
                     max_poll_records=1)
     async with Consumer(**conf) as consumer:
         for _ in range(10):
@@ -81,7 +82,7 @@ async def test_rapid_assign_auto_commit_correctness(broker, unique_topic, unique
                 consumer.assign([part])
                 await poll_until(consumer, lambda got: len(got) >= 1, timeout=10)
         consumer.assign([tp0, tp1])  # commits what tp1 handed out
-        async with Consumer(**settings(broker, unique_group)) as checker:
+        async with Consumer(**settings(broker, unique_group, group_protocol)) as checker:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 10
             while True:

@@ -1,5 +1,8 @@
-"""Kafka's PlaintextConsumerTest (clients-integration-tests), classic group protocol: the consumer's
-API end to end (record counts scaled down from 10000 to 1000)."""
+"""Kafka's PlaintextConsumerTest (clients-integration-tests): the consumer's API end to end (record
+counts scaled down from 10000 to 1000). The scenarios with a group_id run under both group protocols,
+as Kafka's testClassicConsumer*/testAsyncConsumer* pairs; those without one have no group member, so
+the protocol changes nothing there and they run once. The broker-shutdown scenario starts a broker of
+its own and stays classic."""
 
 from __future__ import annotations
 
@@ -42,10 +45,10 @@ def lag_of(consumer, tp):
     return consumer.metrics()["lag"].get(f"{tp.topic}-{tp.partition}")
 
 
-async def test_simple_consumption(broker, tp, unique_group):
+async def test_simple_consumption(broker, tp, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerSimpleConsumption."""
     send_records(broker, tp, 1000)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         assert consumer.assignment() == set()
         consumer.assign([tp])
         assert consumer.assignment() == {tp}
@@ -92,10 +95,10 @@ async def test_auto_offset_reset(broker, tp):
         await consume_and_verify(consumer, tp, 1, 0, start_ts=1000)
 
 
-async def test_group_consumption(broker, topic, tp, unique_group):
+async def test_group_consumption(broker, topic, tp, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerGroupConsumption."""
     send_records(broker, tp, 10)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.subscribe([topic])
         await consume_and_verify(consumer, tp, 1, 0, start_ts=1000)
 
@@ -185,14 +188,14 @@ async def test_consume_messages_with_log_append_time(broker, unique_topic):
                                      timestamp_type=TimestampType.LOG_APPEND_TIME)
 
 
-async def test_list_topics(broker, unique_topic, unique_group):
+async def test_list_topics(broker, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerListTopics (on a shared broker: our three topics and the
     internal __consumer_offsets are listed, whatever else exists)."""
     names = [f"{unique_topic}-{i}" for i in (1, 2, 3)]
     for name in names:
         create_topic(broker, name, partitions=2)
     send_records(broker, TopicPartition(names[0], 0), 1)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.subscribe([names[0]])
         await consumer.poll(timeout=0.1)
         topics = await consumer.list_topics()
@@ -201,13 +204,14 @@ async def test_list_topics(broker, unique_topic, unique_group):
         assert "__consumer_offsets" in topics  # Java's listTopics() includes internal topics
 
 
-async def test_pause_state_not_preserved_by_rebalance(broker, topic, tp, unique_topic, unique_group):
+async def test_pause_state_not_preserved_by_rebalance(broker, topic, tp, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerPauseStateNotPreservedByRebalance (session 1 s, the broker's
     minimum; the check that the pause is gone is explicit)."""
     topic2 = f"{unique_topic}-2"
     create_topic(broker, topic2, partitions=1)
     send_records(broker, tp, 5)
-    async with Consumer(**settings(broker, unique_group, session_timeout_ms=1000, heartbeat_interval_ms=100)) as c:
+    conf = settings(broker, unique_group, group_protocol, session_timeout_ms=1000, heartbeat_interval_ms=100)
+    async with Consumer(**conf) as c:
         c.subscribe([topic])
         await consume_and_verify(c, tp, 5, 0, start_ts=1000)
         c.pause(tp)
@@ -217,12 +221,12 @@ async def test_pause_state_not_preserved_by_rebalance(broker, topic, tp, unique_
 
 
 async def test_per_partition_lag_metrics_clean_up_with_subscribe(broker, topic, tp, tp2, unique_topic,
-                                                                 unique_group):
+                                                                 unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerPerPartitionLagMetricsCleanUpWithSubscribe (our lag metric)."""
     topic2 = f"{unique_topic}-2"
     create_topic(broker, topic2, partitions=2)
     send_records(broker, tp, 1000)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         listener = CountingListener()
         consumer.subscribe([topic, topic2], listener=listener)
         records = await await_non_empty_records(consumer, tp)
@@ -233,11 +237,11 @@ async def test_per_partition_lag_metrics_clean_up_with_subscribe(broker, topic, 
         assert records
 
 
-async def test_per_partition_lag_metrics_clean_up_with_assign(broker, tp, tp2, unique_group):
+async def test_per_partition_lag_metrics_clean_up_with_assign(broker, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerPerPartitionLagMetricsCleanUpWithAssign (our lag metric)."""
     send_records(broker, tp, 1000)
     send_records(broker, tp2, 1000)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.assign([tp])
         first = await consumer.poll(timeout=0)  # nothing handed out yet: the lag is not known
         assert len(first) == 0
@@ -248,11 +252,11 @@ async def test_per_partition_lag_metrics_clean_up_with_assign(broker, tp, tp2, u
         assert lag_of(consumer, tp) is None
 
 
-async def test_per_partition_lag_metrics_when_read_committed(broker, tp, tp2, unique_group):
+async def test_per_partition_lag_metrics_when_read_committed(broker, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerPerPartitionLagMetricsWhenReadCommitted (our lag metric)."""
     send_records(broker, tp, 1000)
     send_records(broker, tp2, 1000)
-    async with Consumer(**settings(broker, unique_group, isolation_level="read_committed")) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, isolation_level="read_committed")) as consumer:
         consumer.assign([tp])
         await await_non_empty_records(consumer, tp)
         assert lag_of(consumer, tp) is not None
@@ -297,12 +301,13 @@ async def test_null_group_id_not_supported_if_committing(broker, tp):
             await consumer.commit()
 
 
-async def test_static_consumer_detects_new_partition_created_after_restart(broker, unique_topic, unique_group):
+async def test_static_consumer_detects_new_partition_created_after_restart(broker, unique_topic, unique_group,
+                                                                          group_protocol):
     """PlaintextConsumerTest.testClassicConsumerStaticConsumerDetectsNewPartitionCreatedAfterRestart."""
     admin = pytest.importorskip("confluent_kafka.admin")
     create_topic(broker, unique_topic, partitions=1)
     foo0, foo1 = TopicPartition(unique_topic, 0), TopicPartition(unique_topic, 1)
-    conf = settings(broker, unique_group, group_instance_id="my-instance-id", metadata_max_age_ms=100)
+    conf = settings(broker, unique_group, group_protocol, group_instance_id="my-instance-id", metadata_max_age_ms=100)
     async with Consumer(**conf) as consumer1:
         consumer1.subscribe([unique_topic])
         await await_assignment(consumer1, {foo0})
@@ -315,10 +320,10 @@ async def test_static_consumer_detects_new_partition_created_after_restart(broke
         await await_assignment(consumer2, {foo0, foo1}, timeout=15)
 
 
-async def test_end_offsets(broker, topic, tp, tp2, unique_group):
+async def test_end_offsets(broker, topic, tp, tp2, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerEndOffsets."""
     send_records(broker, tp, 1000)
-    async with Consumer(**settings(broker, unique_group, metadata_max_age_ms=100)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, metadata_max_age_ms=100)) as consumer:
         consumer.subscribe([topic])
         await await_assignment(consumer, {tp, tp2})
         assert await consumer.end_offsets([tp]) == {tp: 1000}
@@ -383,28 +388,29 @@ async def test_position_with_error_connection_respects_wakeup(broker, topic):
         await consumer.close()
 
 
-async def test_close_leaves_group_on_interrupt(broker, topic, unique_group):
+async def test_close_leaves_group_on_interrupt(broker, topic, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerCloseLeavesGroupOnInterrupt (the interrupt is cancelling the
     task awaiting close(): the close still revokes and leaves the group)."""
     admin = pytest.importorskip("confluent_kafka.admin")
-    consumer = Consumer(**settings(broker, unique_group))
+    consumer = Consumer(**settings(broker, unique_group, group_protocol))
     listener = CountingListener()
     consumer.subscribe([topic], listener=listener)
     await await_rebalance(consumer, listener)
     assert (listener.calls_to_assigned, listener.calls_to_revoked) == (1, 0)
-    closing = asyncio.create_task(consumer.close())
-    await asyncio.sleep(0)
-    closing.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await closing
     client = admin.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
 
     def members():
         group = client.describe_consumer_groups([unique_group])[unique_group].result(timeout=10)
         return len(group.members)
 
+    assert await asyncio.to_thread(members) == 1  # the describe sees the member (either protocol)
+    closing = asyncio.create_task(consumer.close())
+    await asyncio.sleep(0)
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 6.0 / 2  # half the session timeout: it left, it was not expired
+    deadline = loop.time() + 6.0 / 2  # half the session timeout (6 s; 10 s under KIP-848): it left, not expired
     while await asyncio.to_thread(members):
         assert loop.time() < deadline, "the consumer did not leave the group"
         await asyncio.sleep(0.1)
@@ -422,7 +428,7 @@ async def test_offset_related_when_timeout_zero(broker, tp):
                 await call
 
 
-async def test_stall_between_poll(broker, unique_topic, unique_group):
+async def test_stall_between_poll(broker, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerTest.testClassicConsumerStallBetweenPoll (KAFKA-19259)."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     create_topic(broker, unique_topic, partitions=6)
@@ -440,7 +446,7 @@ async def test_stall_between_poll(broker, unique_topic, unique_group):
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
     try:
-        async with Consumer(**settings(broker, unique_group)) as consumer:
+        async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
             consumer.subscribe([unique_topic])
             await await_non_empty_records(consumer, TopicPartition(unique_topic, 0))
             started = time.monotonic()

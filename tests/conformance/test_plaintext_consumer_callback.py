@@ -1,5 +1,7 @@
 """Kafka's PlaintextConsumerCallbackTest (clients-integration-tests): calling the consumer from inside
-rebalance listener callbacks, classic group protocol.
+rebalance listener callbacks, under both group protocols (Kafka's testClassicConsumer*/testAsyncConsumer*
+pairs); the cooperative and eager callback-set scenarios are classic, the KIP-848 one is Kafka's
+testOnPartitionsAssignedCalledWithNewPartitionsOnlyForAsyncConsumer.
 
 Kafka polls 100 ms at a time while waiting for the callback; here each poll may take 2 s, so that
 defect 2 (a callback cancelled when the poll's timeout lapses, covered by test_plaintext_consumer_poll)
@@ -13,6 +15,7 @@ from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.testing.helpers import create_topic
 
+from ..integration._protocols import GroupProtocol
 from ._kit import consume_and_verify, poll_until_true, send_records, settings
 
 pytestmark = pytest.mark.asyncio
@@ -56,10 +59,10 @@ async def trigger_on_partitions_assigned(consumer, topic, tp, hook):
     assert listener.errors == []
 
 
-async def trigger_on_partitions_revoked(broker, group, topic, tp, hook):
+async def trigger_on_partitions_revoked(broker, group, protocol, topic, tp, hook):
     """The revocation comes from close(), as in Kafka's triggerOnPartitionsRevoked."""
     listener = Hooked(tp, on_revoked=hook)
-    async with Consumer(**settings(broker, group)) as consumer:
+    async with Consumer(**settings(broker, group, protocol)) as consumer:
         hook.consumer = consumer
         consumer.subscribe([topic], listener=listener)
         await poll_until_true(consumer, lambda: listener.assigned, poll_timeout=CALLBACK_POLL)
@@ -78,75 +81,82 @@ class Hook:
         await self.body(self.consumer, partitions)
 
 
-async def test_consumer_rebalance_listener_assign_on_partitions_assigned(broker, topic, tp, unique_group):
+async def test_consumer_rebalance_listener_assign_on_partitions_assigned(broker, topic, tp, unique_group,
+                                                                         group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerAssignOnPartitionsAssigned."""
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         async def hook(partitions):
             with pytest.raises(IllegalStateError, match="mutually exclusive"):
                 consumer.assign([tp])
         await trigger_on_partitions_assigned(consumer, topic, tp, hook)
 
 
-async def test_consumer_rebalance_listener_assignment_on_partitions_assigned(broker, topic, tp, unique_group):
+async def test_consumer_rebalance_listener_assignment_on_partitions_assigned(broker, topic, tp, unique_group,
+                                                                             group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerAssignmentOnPartitionsAssigned."""
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         async def hook(partitions):
             assert tp in consumer.assignment()
         await trigger_on_partitions_assigned(consumer, topic, tp, hook)
 
 
-async def test_consumer_rebalance_listener_beginning_offsets_on_partitions_assigned(broker, topic, tp, unique_group):
+async def test_consumer_rebalance_listener_beginning_offsets_on_partitions_assigned(broker, topic, tp, unique_group,
+                                                                                    group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerBeginningOffsetsOnPartitionsAssigned."""
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         async def hook(partitions):
             assert await consumer.beginning_offsets([tp]) == {tp: 0}
         await trigger_on_partitions_assigned(consumer, topic, tp, hook)
 
 
-async def test_consumer_rebalance_listener_assign_on_partitions_revoked(broker, topic, tp, unique_group):
+async def test_consumer_rebalance_listener_assign_on_partitions_revoked(broker, topic, tp, unique_group,
+                                                                        group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerAssignOnPartitionsRevoked."""
     async def body(consumer, partitions):
         with pytest.raises(IllegalStateError, match="mutually exclusive"):
             consumer.assign([tp])
-    await trigger_on_partitions_revoked(broker, unique_group, topic, tp, Hook(body))
+    await trigger_on_partitions_revoked(broker, unique_group, group_protocol, topic, tp, Hook(body))
 
 
-async def test_consumer_rebalance_listener_assignment_on_partitions_revoked(broker, topic, tp, unique_group):
+async def test_consumer_rebalance_listener_assignment_on_partitions_revoked(broker, topic, tp, unique_group,
+                                                                            group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerAssignmentOnPartitionsRevoked."""
     async def body(consumer, partitions):
         assert tp in consumer.assignment()
-    await trigger_on_partitions_revoked(broker, unique_group, topic, tp, Hook(body))
+    await trigger_on_partitions_revoked(broker, unique_group, group_protocol, topic, tp, Hook(body))
 
 
-async def test_consumer_rebalance_listener_beginning_offsets_on_partitions_revoked(broker, topic, tp, unique_group):
+async def test_consumer_rebalance_listener_beginning_offsets_on_partitions_revoked(broker, topic, tp, unique_group,
+                                                                                   group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerRebalanceListenerBeginningOffsetsOnPartitionsRevoked."""
     async def body(consumer, partitions):
         assert await consumer.beginning_offsets([tp]) == {tp: 0}
-    await trigger_on_partitions_revoked(broker, unique_group, topic, tp, Hook(body))
+    await trigger_on_partitions_revoked(broker, unique_group, group_protocol, topic, tp, Hook(body))
 
 
-async def test_commit_on_partitions_revoked(broker, topic, tp, unique_group):
+async def test_commit_on_partitions_revoked(broker, topic, tp, unique_group, group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerAwareCommitOnPartitionsRevoked (through our listener:
     commit() from on_partitions_revoked during close())."""
     async def body(consumer, partitions):
         await consumer.commit()
-    await trigger_on_partitions_revoked(broker, unique_group, topic, tp, Hook(body))
+    await trigger_on_partitions_revoked(broker, unique_group, group_protocol, topic, tp, Hook(body))
 
 
 async def test_get_position_of_newly_assigned_partition_on_partitions_assigned_callback(broker, topic, tp,
-                                                                                       unique_group):
+                                                                                       unique_group, group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerGetPositionOfNewlyAssignedPartitionOnPartitionsAssignedCallback."""
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         async def hook(partitions):
             assert await consumer.position(tp) == 0
         await trigger_on_partitions_assigned(consumer, topic, tp, hook)
 
 
 async def test_seek_position_and_pause_newly_assigned_partition_on_partitions_assigned_callback(broker, topic, tp,
-                                                                                              unique_group):
+                                                                                              unique_group,
+                                                                                              group_protocol):
     """PlaintextConsumerCallbackTest.testClassicConsumerSeekPositionAndPauseNewlyAssignedPartitionOnPartitionsAssignedCallback."""
     send_records(broker, tp, 120, start_ts=1000)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         async def hook(partitions):
             consumer.seek(tp, 100)
             consumer.pause(tp)
@@ -170,13 +180,13 @@ async def _assigned_called_with(consumer, topics, expected):
     assert seen[0] == expected
 
 
-async def _on_partitions_assigned_called_with_expected_partitions(broker, group, unique_topic, strategy, new_only):
+async def _on_partitions_assigned_called_with_expected_partitions(broker, group, unique_topic, new_only, **conf):
     topic = f"{unique_topic}-one"
     new_topic = f"{unique_topic}-new"
     create_topic(broker, topic, partitions=1)
     create_topic(broker, new_topic, partitions=1)
     tp, added = TopicPartition(topic, 0), TopicPartition(new_topic, 0)
-    async with Consumer(**settings(broker, group, partition_assignment_strategy=strategy)) as consumer:
+    async with Consumer(**settings(broker, group, **conf)) as consumer:
         await _assigned_called_with(consumer, [topic], {tp})
         assert consumer.assignment() == {tp}
         await _assigned_called_with(consumer, [topic, new_topic], {added} if new_only else {tp, added})
@@ -186,13 +196,21 @@ async def _on_partitions_assigned_called_with_expected_partitions(broker, group,
 async def test_on_partitions_assigned_called_with_new_partitions_only_for_classic_cooperative(broker, unique_topic,
                                                                                             unique_group):
     """PlaintextConsumerCallbackTest.testOnPartitionsAssignedCalledWithNewPartitionsOnlyForClassicCooperative."""
-    await _on_partitions_assigned_called_with_expected_partitions(broker, unique_group, unique_topic,
-                                                                  ("cooperative-sticky",), new_only=True)
+    await _on_partitions_assigned_called_with_expected_partitions(
+        broker, unique_group, unique_topic, new_only=True, partition_assignment_strategy=("cooperative-sticky",))
 
 
 async def test_on_partitions_assigned_called_with_new_partitions_only_for_classic_eager(broker, unique_topic,
                                                                                       unique_group):
     """PlaintextConsumerCallbackTest.testOnPartitionsAssignedCalledWithNewPartitionsOnlyForClassicEager
     (eager: the callback gets the whole new assignment)."""
-    await _on_partitions_assigned_called_with_expected_partitions(broker, unique_group, unique_topic,
-                                                                  ("range",), new_only=False)
+    await _on_partitions_assigned_called_with_expected_partitions(
+        broker, unique_group, unique_topic, new_only=False, partition_assignment_strategy=("range",))
+
+
+async def test_on_partitions_assigned_called_with_new_partitions_only_for_async_consumer(broker, unique_topic,
+                                                                                       unique_group):
+    """PlaintextConsumerCallbackTest.testOnPartitionsAssignedCalledWithNewPartitionsOnlyForAsyncConsumer
+    (KIP-848 reconciles incrementally: the callback gets the added partitions only)."""
+    await _on_partitions_assigned_called_with_expected_partitions(
+        broker, unique_group, unique_topic, new_only=True, protocol=GroupProtocol("consumer"))

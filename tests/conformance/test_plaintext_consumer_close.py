@@ -1,4 +1,5 @@
-"""Kafka's PlaintextConsumerCloseTest (clients-integration-tests), classic group protocol."""
+"""Kafka's PlaintextConsumerCloseTest (clients-integration-tests), under both group protocols, as Kafka's
+testClassicConsumer*/testAsyncConsumer* pairs."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ pytestmark = pytest.mark.asyncio
 DEFAULT_FETCH_MAX_WAIT = 0.5
 
 
-async def test_close_with_timeout_ignores_fetch_max_wait_ms(broker, unique_topic, unique_group):
+async def test_close_with_timeout_ignores_fetch_max_wait_ms(broker, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerCloseTest.testClassicConsumerCloseWithTimeoutIgnoresFetchMaxWaitMs."""
     create_topic(broker, unique_topic, partitions=2)
     send_records(broker, TopicPartition(unique_topic, 0), 100)
-    consumer = Consumer(**settings(broker, unique_group))
+    consumer = Consumer(**settings(broker, unique_group, group_protocol))
     try:
         consumer.subscribe([unique_topic])
         await consume_records(consumer, 100)

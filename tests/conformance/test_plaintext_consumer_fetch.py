@@ -1,5 +1,5 @@
 """Kafka's PlaintextConsumerFetchTest (clients-integration-tests): offsets out of range and
-fetch size limits."""
+fetch size limits, under both group protocols, as Kafka's testClassicConsumer*/testAsyncConsumer* pairs."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ from ._kit import (
 pytestmark = pytest.mark.asyncio
 
 
-async def test_fetch_invalid_offset(broker, tp, unique_group):
+async def test_fetch_invalid_offset(broker, tp, unique_group, group_protocol):
     """PlaintextConsumerFetchTest.testFetchInvalidOffset."""
     send_records(broker, tp, 2)
-    async with Consumer(**settings(broker, unique_group, auto_offset_reset="none")) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, auto_offset_reset="none")) as consumer:
         consumer.assign([tp])
         await poll_until_raises(consumer, NoOffsetForPartitionError, poll_timeout=0.5)
         consumer.seek(tp, 3)
@@ -35,21 +35,23 @@ async def test_fetch_invalid_offset(broker, tp, unique_group):
         assert f"fetch offset 3 is out of range for {tp.topic}-{tp.partition}" in str(error)
 
 
-async def test_fetch_out_of_range_offset_reset_config_earliest(broker, tp):
+async def test_fetch_out_of_range_offset_reset_config_earliest(broker, tp, group_protocol):
     """PlaintextConsumerFetchTest.testFetchOutOfRangeOffsetResetConfigEarliest."""
     send_records(broker, tp, 10, start_ts=1000)
-    async with Consumer(**settings(broker, auto_offset_reset="earliest", fetch_max_wait_ms=0)) as consumer:
+    conf = settings(broker, None, group_protocol, auto_offset_reset="earliest", fetch_max_wait_ms=0)
+    async with Consumer(**conf) as consumer:
         consumer.assign([tp])
         await consume_and_verify(consumer, tp, 10, 0, start_ts=1000)
         consumer.seek(tp, 11)  # out of range: reset to the earliest offset
         await consume_and_verify(consumer, tp, 1, 0, start_ts=1000)
 
 
-async def test_fetch_out_of_range_offset_reset_config_latest(broker, tp):
+async def test_fetch_out_of_range_offset_reset_config_latest(broker, tp, group_protocol):
     """PlaintextConsumerFetchTest.testClassicConsumerFetchOutOfRangeOffsetResetConfigLatest (the record after
     the reset is awaited over several polls, not one 50 ms poll)."""
     send_records(broker, tp, 10)
-    async with Consumer(**settings(broker, auto_offset_reset="latest", fetch_max_wait_ms=0)) as consumer:
+    conf = settings(broker, None, group_protocol, auto_offset_reset="latest", fetch_max_wait_ms=0)
+    async with Consumer(**conf) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, 0)
         await consume_and_verify(consumer, tp, 5, 0, start_ts=1000)
@@ -64,10 +66,10 @@ async def test_fetch_out_of_range_offset_reset_config_latest(broker, tp):
         assert records[0].offset == 10
 
 
-async def check_large_record(broker, tp, size, **limits):
+async def check_large_record(broker, tp, protocol, size, **limits):
     produce(broker, tp.topic, [{"key": "key", "value": bytes(size), "partition": tp.partition}],
             message_max_bytes=2 * size)
-    async with Consumer(**settings(broker, **limits)) as consumer:
+    async with Consumer(**settings(broker, None, protocol, **limits)) as consumer:
         consumer.assign([tp])
         records = await consumer.poll(timeout=20)
         assert len(records) == 1
@@ -76,11 +78,11 @@ async def check_large_record(broker, tp, size, **limits):
         assert (record.key, record.value) == (b"key", bytes(size))
 
 
-async def check_fetch_honours_size_if_large_record_not_first(broker, tp, size, **limits):
+async def check_fetch_honours_size_if_large_record_not_first(broker, tp, protocol, size, **limits):
     produce(broker, tp.topic, [{"key": "small", "value": "value", "partition": tp.partition}])
     produce(broker, tp.topic, [{"key": "large", "value": bytes(size), "partition": tp.partition}],
             message_max_bytes=2 * size)
-    async with Consumer(**settings(broker, **limits)) as consumer:
+    async with Consumer(**settings(broker, None, protocol, **limits)) as consumer:
         consumer.assign([tp])
         records = await consumer.poll(timeout=20)
         assert len(records) == 1  # the large record is only returned when it comes first
@@ -89,35 +91,36 @@ async def check_fetch_honours_size_if_large_record_not_first(broker, tp, size, *
         assert (record.key, record.value) == (b"small", b"value")
 
 
-async def test_fetch_record_larger_than_fetch_max_bytes(broker, tp):
+async def test_fetch_record_larger_than_fetch_max_bytes(broker, tp, group_protocol):
     """PlaintextConsumerFetchTest.testFetchRecordLargerThanFetchMaxBytes."""
-    await check_large_record(broker, tp, 10 * 1024 + 1, fetch_max_bytes=10 * 1024)
+    await check_large_record(broker, tp, group_protocol, 10 * 1024 + 1, fetch_max_bytes=10 * 1024)
 
 
-async def test_fetch_honours_fetch_size_if_large_record_not_first(broker, tp):
+async def test_fetch_honours_fetch_size_if_large_record_not_first(broker, tp, group_protocol):
     """PlaintextConsumerFetchTest.testFetchHonoursFetchSizeIfLargeRecordNotFirst."""
-    await check_fetch_honours_size_if_large_record_not_first(broker, tp, 10 * 1024, fetch_max_bytes=10 * 1024)
+    await check_fetch_honours_size_if_large_record_not_first(broker, tp, group_protocol, 10 * 1024,
+                                                             fetch_max_bytes=10 * 1024)
 
 
-async def test_fetch_honours_max_partition_fetch_bytes_if_large_record_not_first(broker, tp):
+async def test_fetch_honours_max_partition_fetch_bytes_if_large_record_not_first(broker, tp, group_protocol):
     """PlaintextConsumerFetchTest.testFetchHonoursMaxPartitionFetchBytesIfLargeRecordNotFirst."""
-    await check_fetch_honours_size_if_large_record_not_first(broker, tp, 10 * 1024,
+    await check_fetch_honours_size_if_large_record_not_first(broker, tp, group_protocol, 10 * 1024,
                                                              max_partition_fetch_bytes=10 * 1024)
 
 
-async def test_fetch_record_larger_than_max_partition_fetch_bytes(broker, tp):
+async def test_fetch_record_larger_than_max_partition_fetch_bytes(broker, tp, group_protocol):
     """PlaintextConsumerFetchTest.testFetchRecordLargerThanMaxPartitionFetchBytes."""
-    await check_large_record(broker, tp, 10 * 1024 + 1, max_partition_fetch_bytes=10 * 1024)
+    await check_large_record(broker, tp, group_protocol, 10 * 1024 + 1, max_partition_fetch_bytes=10 * 1024)
 
 
-async def test_low_max_fetch_size_for_request_and_partition(broker, unique_topic, unique_group):
+async def test_low_max_fetch_size_for_request_and_partition(broker, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerFetchTest.testLowMaxFetchSizeForRequestAndPartition (3 topics x 10 partitions x 10
     records, not 30 x 30)."""
     topics = [f"{unique_topic}-{i}" for i in (1, 2, 3)]
     for topic in topics:
         create_topic(broker, topic, partitions=10)
     partitions = {TopicPartition(t, p) for t in topics for p in range(10)}
-    conf = settings(broker, unique_group, fetch_max_bytes=500, max_partition_fetch_bytes=100,
+    conf = settings(broker, unique_group, group_protocol, fetch_max_bytes=500, max_partition_fetch_bytes=100,
                     max_poll_interval_ms=20000)
     async with Consumer(**conf) as consumer:
         assert consumer.assignment() == set()

@@ -1,4 +1,5 @@
-"""Kafka's PlaintextConsumerPollTest (clients-integration-tests), classic group protocol."""
+"""Kafka's PlaintextConsumerPollTest (clients-integration-tests), under both group protocols: Kafka
+runs each scenario as a testClassicConsumer* and a testAsyncConsumer* variant."""
 
 from __future__ import annotations
 
@@ -45,17 +46,17 @@ async def ensure_no_rebalance(consumer, listener):
     assert listener.calls_to_revoked == revoked
 
 
-async def test_max_poll_records(broker, tp):
+async def test_max_poll_records(broker, tp, group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerMaxPollRecords (2000 records, not 5000)."""
     send_records(broker, tp, 2000, start_ts=1_000_000)
-    async with Consumer(**settings(broker, max_poll_records=100)) as consumer:
+    async with Consumer(**settings(broker, None, group_protocol, max_poll_records=100)) as consumer:
         consumer.assign([tp])
         await consume_and_verify(consumer, tp, 2000, 0, start_ts=1_000_000, max_poll_records=100)
 
 
-async def test_max_poll_interval_ms(broker, topic, unique_group):
+async def test_max_poll_interval_ms(broker, topic, unique_group, group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerMaxPollIntervalMs."""
-    conf = settings(broker, unique_group, max_poll_interval_ms=1000, heartbeat_interval_ms=500,
+    conf = settings(broker, unique_group, group_protocol, max_poll_interval_ms=1000, heartbeat_interval_ms=500,
                     session_timeout_ms=2000)
     async with Consumer(**conf) as consumer:
         listener = CountingListener()
@@ -67,11 +68,11 @@ async def test_max_poll_interval_ms(broker, topic, unique_group):
         assert (listener.calls_to_assigned, listener.calls_to_revoked) == (2, 1)
 
 
-async def test_max_poll_interval_ms_delay_in_revocation(broker, topic, tp, unique_group, unique_topic):
+async def test_max_poll_interval_ms_delay_in_revocation(broker, topic, tp, unique_group, unique_topic, group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerMaxPollIntervalMsDelayInRevocation."""
     other = f"{unique_topic}-other"
     create_topic(broker, other, partitions=1)
-    conf = settings(broker, unique_group, max_poll_interval_ms=5000, heartbeat_interval_ms=500,
+    conf = settings(broker, unique_group, group_protocol, max_poll_interval_ms=5000, heartbeat_interval_ms=500,
                     session_timeout_ms=1000)
     async with Consumer(**conf) as consumer:
         outcome = {"committed_position": -1, "commit_completed": False}
@@ -97,9 +98,9 @@ async def test_max_poll_interval_ms_delay_in_revocation(broker, topic, tp, uniqu
         assert outcome == {"committed_position": 0, "commit_completed": True}
 
 
-async def test_max_poll_interval_ms_delay_in_assignment(broker, topic, unique_group):
+async def test_max_poll_interval_ms_delay_in_assignment(broker, topic, unique_group, group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerMaxPollIntervalMsDelayInAssignment."""
-    conf = settings(broker, unique_group, max_poll_interval_ms=5000, heartbeat_interval_ms=500,
+    conf = settings(broker, unique_group, group_protocol, max_poll_interval_ms=5000, heartbeat_interval_ms=500,
                     session_timeout_ms=1000)
     async with Consumer(**conf) as consumer:
 
@@ -114,9 +115,9 @@ async def test_max_poll_interval_ms_delay_in_assignment(broker, topic, unique_gr
         await ensure_no_rebalance(consumer, listener)
 
 
-async def test_max_poll_interval_ms_shorter_than_poll_timeout(broker, topic, unique_group):
+async def test_max_poll_interval_ms_shorter_than_poll_timeout(broker, topic, unique_group, group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerMaxPollIntervalMsShorterThanPollTimeout."""
-    conf = settings(broker, unique_group, max_poll_interval_ms=1000, heartbeat_interval_ms=500)
+    conf = settings(broker, unique_group, group_protocol, max_poll_interval_ms=1000, heartbeat_interval_ms=500)
     async with Consumer(**conf) as consumer:
         listener = CountingListener()
         consumer.subscribe([topic], listener=listener)
@@ -128,23 +129,23 @@ async def test_max_poll_interval_ms_shorter_than_poll_timeout(broker, topic, uni
         assert listener.calls_to_assigned == assigned
 
 
-async def test_per_partition_lag_with_max_poll_records(broker, tp, unique_group):
+async def test_per_partition_lag_with_max_poll_records(broker, tp, unique_group, group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerPerPartitionLagWithMaxPollRecords (our lag metric)."""
     send_records(broker, tp, 1000)
-    async with Consumer(**settings(broker, unique_group, max_poll_records=10)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, max_poll_records=10)) as consumer:
         consumer.assign([tp])
         batch = await await_non_empty_records(consumer, tp)
         assert len(batch) == 10
         assert consumer.metrics()["lag"][f"{tp.topic}-{tp.partition}"] == 1000 - len(batch)
 
 
-async def _multi_consumer_session_timeout(broker, topic, unique_topic, unique_group, close_consumer):
+async def _multi_consumer_session_timeout(broker, topic, unique_topic, unique_group, group_protocol, close_consumer):
     topic1 = f"{unique_topic}-1"
     create_topic(broker, topic1, partitions=6)
     everything = {TopicPartition(topic, p) for p in range(2)} | {TopicPartition(topic1, p) for p in range(6)}
     for tp in everything:
         send_records(broker, tp, 100)
-    conf = settings(broker, unique_group, max_poll_interval_ms=2000)
+    conf = settings(broker, unique_group, group_protocol, max_poll_interval_ms=2000)
     consumers = [Consumer(topic, topic1, **conf) for _ in range(3)]
     pollers = [Poller(c) for c in consumers]
 
@@ -168,33 +169,37 @@ async def _multi_consumer_session_timeout(broker, topic, unique_topic, unique_gr
             await consumer.close()
 
 
-async def test_multi_consumer_session_timeout_on_close(broker, topic, unique_topic, unique_group):
+async def test_multi_consumer_session_timeout_on_close(broker, topic, unique_topic, unique_group, group_protocol):
     """PlaintextConsumerPollTest.runCloseClassicConsumerMultiConsumerSessionTimeoutTest (max.poll 2 s, not 100 ms)."""
-    await _multi_consumer_session_timeout(broker, topic, unique_topic, unique_group, close_consumer=True)
+    await _multi_consumer_session_timeout(broker, topic, unique_topic, unique_group, group_protocol,
+                                          close_consumer=True)
 
 
-async def test_multi_consumer_session_timeout_on_stop_polling(broker, topic, unique_topic, unique_group):
+async def test_multi_consumer_session_timeout_on_stop_polling(broker, topic, unique_topic, unique_group,
+                                                              group_protocol):
     """PlaintextConsumerPollTest.runClassicConsumerMultiConsumerSessionTimeoutTest (max.poll 2 s, not 100 ms)."""
-    await _multi_consumer_session_timeout(broker, topic, unique_topic, unique_group, close_consumer=False)
+    await _multi_consumer_session_timeout(broker, topic, unique_topic, unique_group, group_protocol,
+                                          close_consumer=False)
 
 
-async def test_poll_eventually_returns_records_with_zero_timeout(broker, topic, tp, unique_group):
+async def test_poll_eventually_returns_records_with_zero_timeout(broker, topic, tp, unique_group, group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerPollEventuallyReturnsRecordsWithZeroTimeout."""
     send_records(broker, tp, 100)
-    async with Consumer(**settings(broker, unique_group)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol)) as consumer:
         consumer.subscribe([topic])
         batch = await await_non_empty_records(consumer, tp, poll_timeout=0, timeout=15)
         assert len(batch) == 100
 
 
-async def test_no_offset_for_partition_exception_on_poll_zero(broker, tp, unique_group):
+async def test_no_offset_for_partition_exception_on_poll_zero(broker, tp, unique_group, group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerNoOffsetForPartitionExceptionOnPollZero."""
-    async with Consumer(**settings(broker, unique_group, auto_offset_reset="none")) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, auto_offset_reset="none")) as consumer:
         consumer.assign([tp])
         await poll_until_raises(consumer, NoOffsetForPartitionError, poll_timeout=0)
 
 
-async def test_consumer_recovery_on_poll_after_delayed_rebalance(broker, topic, tp, unique_group, unique_topic):
+async def test_consumer_recovery_on_poll_after_delayed_rebalance(broker, topic, tp, unique_group, unique_topic,
+                                                                 group_protocol):
     """PlaintextConsumerPollTest.testClassicConsumerRecoveryOnPollAfterDelayedRebalance."""
     other = f"{unique_topic}-other"
     create_topic(broker, other, partitions=1)
@@ -211,7 +216,7 @@ async def test_consumer_recovery_on_poll_after_delayed_rebalance(broker, topic, 
             await super().on_partitions_revoked(revoked)
 
     listener = SlowRevoke()
-    async with Consumer(**settings(broker, unique_group, max_poll_interval_ms=1000)) as consumer:
+    async with Consumer(**settings(broker, unique_group, group_protocol, max_poll_interval_ms=1000)) as consumer:
         consumer.subscribe([topic], listener=listener)
         batch = await await_non_empty_records(consumer, tp, poll_timeout=0, timeout=15)
         assert len(batch) == 10

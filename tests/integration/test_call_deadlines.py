@@ -8,6 +8,12 @@ States: not started (a live broker), start failed (an earlier start() timed out)
 librdkafka's mock), rebalancing (another member joined; this one has not rejoined yet, on Apache
 Kafka), closing (close() is revoking through a slow listener), closed.
 
+Every state under both group protocols (the ``group_protocol`` fixture). "rebalancing" under the
+consumer protocol (KIP-848) is its nearest equivalent: there is no rejoin, but the heartbeat brought
+a target assignment that takes a partition away, and the member is RECONCILING until a poll()
+revokes it (reconciliation runs in poll(), as in Java's AsyncKafkaConsumer). The silent and mock
+brokers need no KIP-848 support: the consumer uses assign() there and never heartbeats.
+
 Set DEADLINE_REPORT=<file> to append one JSON line per case (state, method, outcome, overrun).
 """
 
@@ -28,6 +34,7 @@ from aiokafka_lite.testing.helpers import create_topic
 from aiokafka_lite.testing.mock_cluster import ApiKey
 
 from ._consumers import Poller, poll_until
+from ._protocols import GroupProtocol
 
 pytestmark = pytest.mark.asyncio
 
@@ -55,10 +62,11 @@ STATES = ["not_started", "start_failed", "broker_silent", "coordinator_unknown",
           "closed"]
 
 
-def base_settings(bootstrap: str, group: str) -> dict[str, Any]:
-    return dict(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300,
-                request_timeout_ms=5000, retry_backoff_ms=50, reconnect_backoff_max_ms=300)
+def base_settings(bootstrap: str, group: str, protocol: GroupProtocol) -> dict[str, Any]:
+    return protocol.settings(dict(
+        bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+        session_timeout_ms=6000, heartbeat_interval_ms=300, request_timeout_ms=5000, retry_backoff_ms=50,
+        reconnect_backoff_max_ms=300))
 
 
 @contextlib.asynccontextmanager
@@ -86,11 +94,11 @@ class SlowRevoke(ConsumerRebalanceListener):
 
 
 @contextlib.asynccontextmanager
-async def consumer_in(state: str, request: pytest.FixtureRequest, topic: str,
-                      group: str) -> AsyncIterator[tuple[Consumer, TopicPartition]]:
+async def consumer_in(state: str, request: pytest.FixtureRequest, topic: str, group: str,
+                      protocol: GroupProtocol) -> AsyncIterator[tuple[Consumer, TopicPartition]]:
     tp = TopicPartition(topic, 0)
     async with contextlib.AsyncExitStack() as stack:
-        consumer = await _put_in(state, request, tp, group, stack)
+        consumer = await _put_in(state, request, tp, group, protocol, stack)
         try:
             yield consumer, tp
         finally:
@@ -98,11 +106,11 @@ async def consumer_in(state: str, request: pytest.FixtureRequest, topic: str,
 
 
 async def _put_in(state: str, request: pytest.FixtureRequest, tp: TopicPartition, group: str,
-                  stack: contextlib.AsyncExitStack) -> Consumer:
+                  protocol: GroupProtocol, stack: contextlib.AsyncExitStack) -> Consumer:
     """A consumer in `state`; what keeps it there is left on `stack`."""
     topic = tp.topic
     if state in ("start_failed", "broker_silent"):
-        consumer = Consumer(**base_settings(await stack.enter_async_context(silent_server()), group))
+        consumer = Consumer(**base_settings(await stack.enter_async_context(silent_server()), group, protocol))
         consumer.assign([tp])
         if state == "start_failed":
             with pytest.raises(KafkaTimeoutError):
@@ -112,18 +120,20 @@ async def _put_in(state: str, request: pytest.FixtureRequest, tp: TopicPartition
         mock = request.getfixturevalue("mock_cluster")
         mock.create_topic(topic, partitions=1)
         mock.push_request_errors(ApiKey.FIND_COORDINATOR, [COORDINATOR_NOT_AVAILABLE] * 1000)
-        consumer = Consumer(**base_settings(mock.bootstrap_servers, group))
+        consumer = Consumer(**base_settings(mock.bootstrap_servers, group, protocol))
         consumer.assign([tp])
         await consumer.start(timeout=10)
         return consumer
     broker = request.getfixturevalue("apache_kafka_broker")
-    create_topic(broker, topic, partitions=1)
-    consumer = Consumer(**base_settings(broker.bootstrap_servers, group))
+    # KIP-848 "rebalancing" needs a partition to take away from this member (see the docstring).
+    every = {TopicPartition(topic, p) for p in range(1 if protocol.is_classic or state != "rebalancing" else 2)}
+    create_topic(broker, topic, partitions=len(every))
+    consumer = Consumer(**base_settings(broker.bootstrap_servers, group, protocol))
     if state == "not_started":
         consumer.assign([tp])
         return consumer
     consumer.subscribe([topic], listener=SlowRevoke() if state == "closing" else None)
-    await poll_until(consumer, lambda _: consumer.assignment() == {tp}, timeout=30)
+    await poll_until(consumer, lambda _: consumer.assignment() == every, timeout=30)
     if state == "closed":
         await consumer.close(timeout=5)
         return consumer
@@ -134,14 +144,29 @@ async def _put_in(state: str, request: pytest.FixtureRequest, tp: TopicPartition
         assert not closing.done()
         return consumer
     assert state == "rebalancing"
-    other = await stack.enter_async_context(Consumer(topic, **base_settings(broker.bootstrap_servers, group)))
+    other = await stack.enter_async_context(
+        Consumer(topic, **base_settings(broker.bootstrap_servers, group, protocol)))
     await stack.enter_async_context(Poller(other))
-    # The other member's JoinGroup starts a rebalance; our next heartbeats (every 0.3 s) learn of
-    # it, and the group waits for this member to rejoin.
-    await asyncio.sleep(1.0)
-    assert consumer.metrics()["group_state"] == "STABLE"
+    if protocol.is_classic:
+        # The other member's JoinGroup starts a rebalance; our next heartbeats (every 0.3 s) learn
+        # of it, and the group waits for this member to rejoin.
+        await asyncio.sleep(1.0)
+        assert consumer.metrics()["group_state"] == "STABLE"
+    else:
+        # The other member's heartbeat bumps the group epoch; our next heartbeat (every 0.5 s,
+        # the broker's interval) brings a target without one partition, which waits for a poll().
+        await _wait_for_state(consumer, "RECONCILING", timeout=10)
+        assert consumer.assignment() == every
     assert not other.assignment()
     return consumer
+
+
+async def _wait_for_state(consumer: Consumer, state: str, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while consumer.metrics()["group_state"] != state:
+        assert loop.time() < deadline, f"group_state {consumer.metrics()['group_state']}, not {state}"
+        await asyncio.sleep(0.05)
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:
@@ -160,8 +185,11 @@ def _report(state: str, method: str, outcome: str, elapsed: float) -> None:
 
 @pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("state", STATES)
-async def test_call_is_bounded_by_its_own_timeout(request, unique_topic, unique_group, state, method):
-    async with consumer_in(state, request, unique_topic, unique_group) as (consumer, tp):
+async def test_call_is_bounded_by_its_own_timeout(request, apache_kafka_broker, unique_topic, unique_group,
+                                                   group_protocol, state, method):
+    # apache_kafka_broker (session-wide) is named so that group_protocol runs the consumer case;
+    # consumer_in() picks each state's broker.
+    async with consumer_in(state, request, unique_topic, unique_group, group_protocol) as (consumer, tp):
         loop = asyncio.get_running_loop()
         started = loop.time()
         outcome = "returned"

@@ -1,9 +1,10 @@
 """KIP-62 on Apache Kafka 4.x: the poll-deadline watchdog, heartbeats across long awaits, handover
-on close() and after SIGKILL."""
+on close() and after SIGKILL; under both group protocols (the ``group_protocol`` fixture)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -23,11 +24,10 @@ pytestmark = pytest.mark.asyncio
 PARTITIONS = 4
 
 
-def settings(broker, group, **extra):
+def settings(broker, group, protocol, **extra):
     base = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
                 enable_auto_commit=False, session_timeout_ms=30000, heartbeat_interval_ms=500)
-    base.update(extra)
-    return base
+    return protocol.settings(base, **extra)
 
 
 def all_partitions(topic):
@@ -35,12 +35,14 @@ def all_partitions(topic):
 
 
 async def test_watchdog_leaves_on_poll_lapse_and_next_poll_rejoins(apache_kafka_broker, unique_topic,
-                                                                   unique_group, caplog):
+                                                                   unique_group, group_protocol, caplog):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=PARTITIONS)
     produce(broker, unique_topic, [(None, f"v{i}") for i in range(400)])
-    a = Consumer(unique_topic, **settings(broker, unique_group, max_poll_interval_ms=3000))
-    b = Consumer(unique_topic, **settings(broker, unique_group, max_poll_interval_ms=60000))
+    a_conf = settings(broker, unique_group, group_protocol, max_poll_interval_ms=3000)
+    a = Consumer(unique_topic, **a_conf)
+    b = Consumer(unique_topic, **settings(broker, unique_group, group_protocol, max_poll_interval_ms=60000))
+    session = group_protocol.session_timeout(a_conf)
     async with a, b:
         handed_to_a = await poll_until(a, lambda got: bool(got))  # A joins alone, gets records
         async with Poller(b) as b_poller:
@@ -52,10 +54,11 @@ async def test_watchdog_leaves_on_poll_lapse_and_next_poll_rejoins(apache_kafka_
             loop = asyncio.get_running_loop()
             last_poll = loop.time()
             # A stops polling. B must own everything within the deadline plus one rebalance,
-            # far below session_timeout_ms (30 s).
+            # below the session timeout (30 s classic, the broker's 10 s under KIP-848) that
+            # would hand A's partitions over if A merely went silent.
             took = await b_poller.wait_for(lambda: b.assignment() == all_partitions(unique_topic), timeout=20)
             since_last_poll = loop.time() - last_poll
-            assert since_last_poll < 3.0 + 5.0, since_last_poll
+            assert since_last_poll < 3.0 + 5.0 < 3.0 + session, since_last_poll
             metrics = a.metrics()
             assert metrics["poll_interval_lapses"] == 1
             assert metrics["last_leave_delay_seconds"] < 0.1
@@ -64,24 +67,27 @@ async def test_watchdog_leaves_on_poll_lapse_and_next_poll_rejoins(apache_kafka_
             with pytest.raises(CommitFailedError, match="max_poll_interval_ms"):
                 await a.commit({tp: handed_to_a[0].offset + 1 for tp in stale})
             # A's next poll rejoins and gets partitions again.
-            assert a.metrics()["group_state"] == "UNJOINED"
+            assert a.metrics()["group_state"] == group_protocol.lapsed_state
             await poll_until(a, lambda _: a.metrics()["group_state"] == "STABLE"
                              and len(a.assignment()) == PARTITIONS // 2, timeout=60)
             assert a.metrics()["rebalances"] >= 3
 
 
-async def test_heartbeats_keep_member_while_it_awaits(apache_kafka_broker, unique_topic, unique_group):
+async def test_heartbeats_keep_member_while_it_awaits(apache_kafka_broker, unique_topic, unique_group,
+                                                      group_protocol):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=PARTITIONS)
-    session_ms = 6000
-    conf = dict(session_timeout_ms=session_ms, heartbeat_interval_ms=1000, max_poll_interval_ms=60000)
-    a = Consumer(unique_topic, **settings(broker, unique_group, **conf))
-    b = Consumer(unique_topic, **settings(broker, unique_group, **conf))
+    conf = settings(broker, unique_group, group_protocol, session_timeout_ms=6000, heartbeat_interval_ms=1000,
+                    max_poll_interval_ms=60000)
+    # Several sessions (6 s classic; the broker's 10 s under KIP-848) with the loop free and no poll.
+    idle = max(3 * 6.0, 2 * group_protocol.session_timeout(conf))
+    a = Consumer(unique_topic, **conf)
+    b = Consumer(unique_topic, **conf)
     async with a, b, Poller(b):
         await poll_until(a, lambda _: len(a.assignment()) == 2 and len(b.assignment()) == 2, timeout=60)
         generation = a.metrics()["generation_id"]
         owned_a, owned_b = a.assignment(), b.assignment()
-        await asyncio.sleep(3 * session_ms / 1000)  # loop free, no poll
+        await asyncio.sleep(idle)  # loop free, no poll
         assert a.assignment() == owned_a
         assert b.assignment() == owned_b
         assert a.metrics()["generation_id"] == generation == b.metrics()["generation_id"]
@@ -89,11 +95,11 @@ async def test_heartbeats_keep_member_while_it_awaits(apache_kafka_broker, uniqu
         await a.commit({tp: 0 for tp in owned_a})  # still a member of this generation
 
 
-async def test_close_hands_partitions_over_fast(apache_kafka_broker, unique_topic, unique_group):
+async def test_close_hands_partitions_over_fast(apache_kafka_broker, unique_topic, unique_group, group_protocol):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=PARTITIONS)
-    a = Consumer(unique_topic, **settings(broker, unique_group))
-    b = Consumer(unique_topic, **settings(broker, unique_group))
+    a = Consumer(unique_topic, **settings(broker, unique_group, group_protocol))
+    b = Consumer(unique_topic, **settings(broker, unique_group, group_protocol))
     async with b:
         await a.start()
         async with Poller(b) as b_poller:
@@ -106,11 +112,10 @@ async def test_close_hands_partitions_over_fast(apache_kafka_broker, unique_topi
 
 
 MEMBER_SCRIPT = textwrap.dedent("""
-    import asyncio, sys
+    import asyncio, json, sys
     from aiokafka_lite import Consumer
     async def main():
-        c = Consumer(sys.argv[1], bootstrap_servers=sys.argv[2], group_id=sys.argv[3],
-                     session_timeout_ms=6000, heartbeat_interval_ms=1000, enable_auto_commit=False)
+        c = Consumer(sys.argv[1], **json.loads(sys.argv[2]))
         await c.start()
         announced = False
         while True:
@@ -123,13 +128,13 @@ MEMBER_SCRIPT = textwrap.dedent("""
 
 
 async def test_sigkill_hands_partitions_over_after_session_timeout(apache_kafka_broker, unique_topic,
-                                                                   unique_group):
+                                                                   unique_group, group_protocol):
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=PARTITIONS)
-    b = Consumer(unique_topic, **settings(broker, unique_group, session_timeout_ms=6000,
-                                          heartbeat_interval_ms=1000))
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", MEMBER_SCRIPT, unique_topic,
-                                                broker.bootstrap_servers, unique_group,
+    conf = settings(broker, unique_group, group_protocol, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    session = group_protocol.session_timeout(conf)  # 6 s classic; the broker's 10 s under KIP-848
+    b = Consumer(unique_topic, **conf)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", MEMBER_SCRIPT, unique_topic, json.dumps(conf),
                                                 stdout=asyncio.subprocess.PIPE)
     try:
         async with b, Poller(b) as b_poller:
@@ -141,7 +146,7 @@ async def test_sigkill_hands_partitions_over_after_session_timeout(apache_kafka_
             start = loop.time()
             await b_poller.wait_for(lambda: b.assignment() == all_partitions(unique_topic), timeout=30)
             took = loop.time() - start
-            assert 6.0 * 0.8 <= took < 6.0 + 8.0, took
+            assert session * 0.8 <= took < session + 8.0, took
     finally:
         if proc.returncode is None:
             proc.kill()

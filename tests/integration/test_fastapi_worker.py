@@ -20,6 +20,7 @@ from aiokafka_lite.testing._process import free_port
 from aiokafka_lite.testing.helpers import create_topic, produce
 
 from ._consumers import Poller
+from ._protocols import GroupProtocol
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
@@ -28,7 +29,8 @@ pytest.importorskip("uvicorn")
 APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "fastapi_worker"
 PARTITIONS = 4
 RECORDS = 200
-SESSION_TIMEOUT_MS = 30000  # so only a LeaveGroup can explain a fast hand-over
+SESSION_TIMEOUT_MS = 30000  # so only a leave can explain a fast hand-over (classic)
+HANDOVER_BOUND = 5.0  # seconds from SIGTERM until the other member owns every partition
 
 
 def load_app_module() -> ModuleType:
@@ -77,23 +79,35 @@ async def eventually(check, timeout: float, what: str):
     raise AssertionError(f"{what} not reached within {timeout} s (last: {last})")
 
 
+def worker_env(protocol: GroupProtocol, **settings: str) -> dict[str, str]:
+    """``KAFKA_*`` variables for the app: ``settings`` under ``protocol`` (the broker-owned
+    session/heartbeat settings dropped under KIP-848)."""
+    return {**os.environ, **{f"KAFKA_{name.upper()}": str(value)
+                             for name, value in protocol.settings(settings).items()}}
+
+
 @pytest.mark.asyncio
 async def test_worker_serves_health_and_metrics_and_leaves_the_group_on_sigterm(
-        apache_kafka_broker, unique_topic, unique_group, tmp_path):
+        apache_kafka_broker, unique_topic, unique_group, group_protocol, tmp_path):
+    """/health reads metrics()["group_state"]: STABLE when healthy under either group protocol."""
     bootstrap = apache_kafka_broker.bootstrap_servers
     create_topic(bootstrap, unique_topic, partitions=PARTITIONS)
     produce(bootstrap, unique_topic, [{"value": f"v{i}", "partition": i % PARTITIONS} for i in range(RECORDS)])
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPICS": unique_topic,
-           "KAFKA_GROUP_ID": unique_group, "KAFKA_AUTO_OFFSET_RESET": "earliest",
-           "KAFKA_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS), "KAFKA_HEARTBEAT_INTERVAL_MS": "500",
-           "KAFKA_CLIENT_ID": "fastapi-worker"}
+    env = worker_env(group_protocol, bootstrap_servers=bootstrap, topics=unique_topic, group_id=unique_group,
+                     auto_offset_reset="earliest", session_timeout_ms=str(SESSION_TIMEOUT_MS),
+                     heartbeat_interval_ms="500", client_id="fastapi-worker")
+    other = Consumer(unique_topic, **group_protocol.settings(
+        bootstrap_servers=bootstrap, group_id=unique_group, auto_offset_reset="earliest",
+        session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=300))
+    # Without a leave, the group hands the worker's partitions over only after the session timeout.
+    assert group_protocol.session_timeout({"session_timeout_ms": SESSION_TIMEOUT_MS}) >= 2 * HANDOVER_BOUND
     async with running_worker(env, tmp_path) as (server, http, log_path):
-        await _check_running_worker(http)
-        await _check_sigterm_hands_partitions_over(server, bootstrap, unique_topic, unique_group, http)
+        await _check_running_worker(http, group_protocol.name)
+        await _check_sigterm_hands_partitions_over(server, other, http)
     log_text = log_path.read_text()
     # uvicorn re-raises the signal it handled once it has shut down gracefully.
     assert server.returncode in (0, -signal.SIGTERM), log_text
-    assert "consumer closed: offsets committed, LeaveGroup sent" in log_text
+    assert "consumer closed: offsets committed, left the group" in log_text
     assert "Finished server process" in log_text
     assert "Traceback" not in log_text
 
@@ -124,7 +138,7 @@ async def _get(http, path: str):
         return None
 
 
-async def _check_running_worker(http) -> None:
+async def _check_running_worker(http, protocol: str) -> None:
     async def healthy():
         response = await _get(http, "/health")
         return response if response is not None and response.status_code == 200 else None
@@ -140,15 +154,14 @@ async def _check_running_worker(http) -> None:
 
     metrics = await eventually(all_processed, 30, f"{RECORDS} records processed")
     assert metrics["records_processed"] == RECORDS
+    assert metrics["group_protocol"] == protocol
     assert metrics["group_state"] == "STABLE"
     assert len(metrics["assignment"]) == PARTITIONS
     assert metrics["heartbeats_sent"] >= 0
     assert set(metrics["lag"].values()) == {0}
 
 
-async def _check_sigterm_hands_partitions_over(server, bootstrap, topic, group, http) -> None:
-    other = Consumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                     session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=300)
+async def _check_sigterm_hands_partitions_over(server, other: Consumer, http) -> None:
     async with other, Poller(other, poll_timeout=0.1) as poller:
         # The group rebalances to share the partitions between the worker and `other`.
         async def shared():
@@ -161,8 +174,8 @@ async def _check_sigterm_hands_partitions_over(server, bootstrap, topic, group, 
         stopped_at = time.monotonic()
         await eventually(_owns_all(other), 20, "the second member owning every partition")
         handover = time.monotonic() - stopped_at
-        # Without LeaveGroup the coordinator would wait for session_timeout_ms (30 s).
-        assert handover < 5.0, f"hand-over took {handover:.1f} s"
+        # Without a leave the coordinator would wait for the session timeout (30 s classic, 10 s KIP-848).
+        assert handover < HANDOVER_BOUND, f"hand-over took {handover:.1f} s"
         # The worker committed what it processed: nothing is handed out twice.
         await asyncio.sleep(0.5)
         assert poller.records == []
@@ -179,7 +192,9 @@ def _owns_all(consumer: Consumer):
 async def test_health_turns_unhealthy_with_the_last_error_while_joining_keeps_failing(
         mock_cluster, unique_topic, unique_group, tmp_path):
     """A coordinator that drops every JoinGroup (the mock advertises v6 but cannot parse it):
-    past session_timeout_ms, /health says 503 with the error; once the broker is fixed, 200."""
+    past session_timeout_ms, /health says 503 with the error; once the broker is fixed, 200.
+
+    Classic only: the librdkafka mock has no ConsumerGroupHeartbeat, and the fault is a JoinGroup one."""
     from aiokafka_lite.testing.mock_cluster import ApiKey
 
     mock_cluster.create_topic(unique_topic, partitions=2)
