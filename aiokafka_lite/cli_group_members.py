@@ -77,6 +77,15 @@ async def describe_members(cluster: Cluster, node_id: int, group_id: str) -> Gro
         return await _describe_classic(cluster, node_id, group_id)
     if group["error_code"]:
         raise BrokerError(group["error_code"], f"ConsumerGroupDescribe {group_id!r}: {group['error_message']}")
+    if not group["members"]:
+        # Kafka answers GROUP_ID_NOT_FOUND for a classic group; a broker that answers an empty
+        # consumer group instead (Tansu 0.6) would hide the classic members: ask DescribeGroups too.
+        try:
+            classic = await _describe_classic(cluster, node_id, group_id)
+        except BrokerError:
+            classic = None  # not a classic group either: the consumer group's answer stands
+        if classic is not None and classic.members:
+            return classic
     return GroupMembers("consumer", group["group_state"], "consumer", group["assignor_name"],
                         [_consumer_member(m) for m in group["members"]],
                         group["group_epoch"], group["assignment_epoch"])
