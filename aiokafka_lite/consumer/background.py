@@ -20,6 +20,7 @@ from enum import Enum
 
 from .._net.failure_log import FailureLog
 from ..errors import BrokerError, KafkaError, broker_error
+from ._tasks import cancel_and_await
 from .group import (
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
@@ -61,13 +62,7 @@ class LivenessTasks:
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        # A cancelled stop() must still propagate: the suppress above only covers the tasks'
-        # own cancellation, since awaiting a task we cancelled re-raises its CancelledError.
+        await cancel_and_await(tasks)
 
     def poke(self) -> None:
         self.wake.set()

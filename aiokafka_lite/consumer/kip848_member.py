@@ -33,6 +33,7 @@ from ..errors import (
 )
 from ..protocol.messages import CONSUMER_GROUP_HEARTBEAT
 from ..structs import OffsetAndMetadata, TopicPartition
+from ._tasks import cancel_and_await
 from .health import HealthInputs
 from .kip848_commits import MemberOffsets
 from .kip848_errors import UNSUPPORTED_VERSION, protocol_mismatch
@@ -199,11 +200,7 @@ class Kip848Member(GroupMember):
 
     async def stop_liveness(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_await(tasks)
         if self._thread is not None:
             await self._thread.stop()
 
