@@ -4,6 +4,7 @@
                                 [--format text|json] [--max N] [-X name=value ...]
     aiokafka-lite groups describe GROUP [--bootstrap-server H:P] [--format text|json]
     aiokafka-lite demo [--broker tansu|kafka] [--view auto|live|plain]
+    aiokafka-lite --version     (also says which record decoder runs: native or python)
 
 Each command exits 0 on success and on Ctrl-C (after closing what it opened), 1 on a Kafka error
 (with a one-line message on stderr, no traceback) and 2 on a usage error.
@@ -18,7 +19,9 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="aiokafka-lite", description="asyncio Kafka consumer tools")
+    parser = argparse.ArgumentParser(prog="aiokafka-lite", description="asyncio Kafka consumer tools",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # --version: one line
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
 
     consume = commands.add_parser("consume", help="print records of a topic")
@@ -60,6 +63,15 @@ def _properties(pairs: list[str]) -> dict[str, str] | None:
             return None
         properties[name.strip()] = value.strip()
     return properties
+
+
+def _version() -> str:
+    from . import __version__
+    from .protocol import native
+
+    if native.decoder() == "native":
+        return f"aiokafka-lite {__version__} (record decoder: native)"
+    return f"aiokafka-lite {__version__} (record decoder: python; {native.why_python()})"
 
 
 def main(argv: list[str] | None = None) -> int:

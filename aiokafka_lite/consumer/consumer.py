@@ -26,6 +26,7 @@ from ..errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._bounded import DEFAULT, Timeout, bounded, resolve_timeout
 from .closing import close_gracefully
@@ -536,7 +537,8 @@ class Consumer:
     def metrics(self) -> dict[str, Any]:
         figures = {"started": self._started, "closed": self._closed, "polls": self._polls,
                    "heartbeat_mode": self.config.heartbeat_mode, "loop_stalls": self._stall.stalls,
-                   "longest_loop_stall_seconds": self._stall.longest_stall}
+                   "longest_loop_stall_seconds": self._stall.longest_stall,
+                   "record_decoder": native.decoder()}
         return snapshot(figures, self._subscription, self._timers, self._member, self._cluster)
 
 
