@@ -35,3 +35,10 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     import uvloop
 
     return {"uvloop": uvloop.new_event_loop}
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from aiokafka_lite.protocol import native
+    if native.decoder() == "native":
+        return "aiokafka-lite record decoder: native"
+    return f"aiokafka-lite record decoder: python ({native.why_python()})"
