@@ -22,6 +22,8 @@ def test_the_extension_is_built_wherever_cargo_is() -> None:
     # CI builds it through ./dev: a missing extension there must fail, not fall back quietly.
     if shutil.which("cargo") is None:
         pytest.skip("no Rust toolchain here: the pure-Python decoder is the only one")
+    if os.environ.get("AIOKAFKA_LITE_NO_NATIVE", "") not in ("", "0"):
+        pytest.skip("switched off by AIOKAFKA_LITE_NO_NATIVE")
     assert native.available(), native.why_python()
 
 
