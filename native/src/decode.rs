@@ -11,7 +11,7 @@ use pyo3::types::{PyString, PyTuple, PyType};
 use crate::compression::decompress;
 use crate::errors::{corrupt, Result};
 use crate::objects::{repeated, ObjectVec};
-use crate::varint::{truncated, Reader};
+use crate::varint::Reader;
 
 pub const HEADER_SIZE: usize = 61;
 const CRC_START: usize = 21;
@@ -78,12 +78,15 @@ pub fn prepare(
 }
 
 /// `(offsets, timestamps, timestamp_type, keys, values, headers)` of the batch in `batch`.
+/// `rest` is the buffer from the batch's start on; the batch is its first `end` bytes.
 pub fn decode_batch<'py>(
     py: Python<'py>,
-    batch: &[u8],
+    rest: &[u8],
+    end: usize,
     check_crcs: bool,
     max_decompressed: usize,
 ) -> Result<Bound<'py, PyTuple>> {
+    let batch = &rest[..end.min(rest.len())];
     if batch.len() < HEADER_SIZE {
         return Err(corrupt(format!(
             "v2 batch of {} bytes is shorter than its header",
@@ -97,8 +100,12 @@ pub fn decode_batch<'py>(
     } else {
         prepare(batch, &header, check_crcs, max_decompressed)?
     };
-    let body = plain.as_deref().unwrap_or(&batch[HEADER_SIZE..]);
-    record_columns(py, body, &header)
+    match plain {
+        Some(body) => record_columns(py, &body, body.len(), &header),
+        // Like the Python loop, reads may run past the batch into the rest of the buffer (the
+        // record-end and left-over checks then fail), so errors match message for message.
+        None => record_columns(py, &rest[HEADER_SIZE..], batch.len() - HEADER_SIZE, &header),
+    }
 }
 
 /// Per-record columns collected by the loop.
@@ -110,13 +117,15 @@ struct Columns {
     deltas: Option<Vec<i128>>,
 }
 
+/// The records in `body[..end]` (reads may run past `end`, as on the Python path).
 fn record_columns<'py>(
     py: Python<'py>,
     body: &[u8],
+    end: usize,
     header: &Header,
 ) -> Result<Bound<'py, PyTuple>> {
     let count = usize::try_from(header.records_count).unwrap_or(0);
-    let capacity = count.min(body.len() / MIN_RECORD_SIZE + 1);
+    let capacity = count.min(end / MIN_RECORD_SIZE + 1);
     let log_append = header.attributes & TIMESTAMP_TYPE_BIT != 0;
     let mut columns = Columns {
         timestamps: ObjectVec::with_capacity(if log_append { 0 } else { capacity }),
@@ -129,8 +138,8 @@ fn record_columns<'py>(
     for index in 0..count {
         read_record(py, &mut reader, header, log_append, index, &mut columns)?;
     }
-    if reader.pos != reader.len() {
-        let left = reader.len() as i128 - reader.pos as i128;
+    if reader.pos != end {
+        let left = end as i128 - reader.pos as i128;
         return Err(corrupt(format!(
             "{left} bytes left over after the batch's last record"
         )));
@@ -227,7 +236,7 @@ fn push_nullable(
 ) -> Result<()> {
     let size = reader.varint()?;
     if size >= 0 {
-        let data = reader.take(usize::try_from(size).map_err(|_| truncated())?)?;
+        let data = reader.take(size as usize);
         column.push_bytes(py, data)?;
     } else if size == -1 {
         column.push_borrowed(py.None().as_ptr());
@@ -249,7 +258,7 @@ fn read_headers<'py>(py: Python<'py>, reader: &mut Reader<'_>) -> Result<Bound<'
         if size < 0 {
             return Err(corrupt(format!("header key length {size}")));
         }
-        let raw = reader.take(usize::try_from(size).map_err(|_| truncated())?)?;
+        let raw = reader.take(size as usize);
         let name = std::str::from_utf8(raw).map_err(|err| {
             corrupt(format!(
                 "record data is truncated or malformed (header key: {err})"
@@ -258,7 +267,7 @@ fn read_headers<'py>(py: Python<'py>, reader: &mut Reader<'_>) -> Result<Bound<'
         let name = PyString::new(py, name).into_any();
         let size = reader.varint()?;
         let value = if size >= 0 {
-            let data = reader.take(usize::try_from(size).map_err(|_| truncated())?)?;
+            let data = reader.take(size as usize);
             pyo3::types::PyBytes::new(py, data).into_any()
         } else if size == -1 {
             py.None().into_bound(py)

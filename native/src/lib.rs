@@ -42,13 +42,19 @@ fn decode_v2_batch<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let data = buf.as_bytes();
     guarded(py, || {
-        let batch = data.get(start..end).ok_or_else(|| {
-            corrupt(format!(
-                "batch {start}..{end} lies outside the {}-byte buffer",
-                data.len()
-            ))
-        })?;
-        decode::decode_batch(py, batch, check_crcs, max_decompressed)
+        if start > end || end > data.len() {
+            let size = data.len();
+            return Err(corrupt(format!(
+                "batch {start}..{end} lies outside the {size}-byte buffer"
+            )));
+        }
+        decode::decode_batch(
+            py,
+            &data[start..],
+            end - start,
+            check_crcs,
+            max_decompressed,
+        )
     })
 }
 

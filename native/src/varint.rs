@@ -26,10 +26,6 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
     #[inline(always)]
     pub fn peek(&self) -> Result<u8> {
         self.buf.get(self.pos).copied().ok_or_else(truncated)
@@ -42,13 +38,15 @@ impl<'a> Reader<'a> {
         self.pos = self.pos.saturating_add(count);
     }
 
-    /// The next `size` bytes.
+    /// The next `size` bytes, cut at the end of the data like a Python slice; the position moves
+    /// by `size` regardless (so a cut field fails a later read or the record-end check).
     #[inline(always)]
-    pub fn take(&mut self, size: usize) -> Result<&'a [u8]> {
-        let stop = self.pos.checked_add(size).ok_or_else(truncated)?;
-        let out = self.buf.get(self.pos..stop).ok_or_else(truncated)?;
+    pub fn take(&mut self, size: usize) -> &'a [u8] {
+        let stop = self.pos.saturating_add(size);
+        let low = self.pos.min(self.buf.len());
+        let high = stop.min(self.buf.len());
         self.pos = stop;
-        Ok(out)
+        &self.buf[low..high]
     }
 
     /// A zigzag varint of up to ten bytes, at full width.
