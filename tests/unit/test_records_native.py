@@ -158,8 +158,10 @@ def test_columns_have_the_python_types() -> None:
     offsets, timestamps, ts_type, keys, values, headers = native.active.decode_v2_batch(
         batch, 0, len(batch), True, 1 << 20)
     assert offsets == range(9, 11)
-    assert timestamps == [1_700_000_000_000, 1_700_000_000_001] and ts_type == 0
-    assert keys == [None, b"k"] and values == [b"v", None]
+    assert timestamps == [1_700_000_000_000, 1_700_000_000_001]
+    assert ts_type == 0
+    assert keys == [None, b"k"]
+    assert values == [b"v", None]
     assert headers == [(("h", None),), ()]
     stamped = build_record_batch([RecordSpec(b"k", b"v")] * 3, timestamp_type=1, max_timestamp=5)
     assert native.active.decode_v2_batch(stamped, 0, len(stamped), True, 1 << 20)[1:3] == ([5, 5, 5], 1)
