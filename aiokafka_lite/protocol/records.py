@@ -23,7 +23,7 @@ from typing import Final
 from crc32c import crc32c
 
 from aiokafka_lite.errors import CorruptRecordError, KafkaError, UnsupportedCodecError
-from aiokafka_lite.protocol import records_legacy, records_v2
+from aiokafka_lite.protocol import native, records_legacy, records_v2
 from aiokafka_lite.protocol.compression import (
     CODEC_MASK,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -134,6 +134,8 @@ class RecordBatch:
             return self._legacy_records(min_offset)
         if self.is_control:
             return RecordColumns.of(self.topic, self.partition, ())
+        if native.active is not None:
+            return self._native_records(min_offset)
         if self._check_crcs:
             self.validate_crc()
         buf, pos, end = self._body()
@@ -142,6 +144,18 @@ class RecordBatch:
                                              self.partition)
         except CorruptRecordError as exc:
             raise self._corrupt(str(exc)) from exc
+
+    def _native_records(self, min_offset: int) -> RecordColumns:
+        """records() through the Rust decoder: the same columns and errors as the Python path."""
+        try:
+            offsets, timestamps, timestamp_type, keys, values, headers = native.active.decode_v2_batch(
+                self._buf, self._start, self._end, self._check_crcs, self._max_decompressed)
+        except CorruptRecordError as exc:
+            raise self._corrupt(str(exc)) from exc
+        except UnsupportedCodecError as exc:
+            raise self._unsupported(exc) from exc
+        return RecordColumns(self.topic, self.partition, offsets, timestamps, timestamp_type, keys, values,
+                             headers, self.leader_epoch).from_offset(min_offset)
 
     def control_type(self) -> int | None:
         """For a control batch, its marker type (CONTROL_ABORT / CONTROL_COMMIT); else None."""
@@ -166,8 +180,7 @@ class RecordBatch:
         except CorruptRecordError as exc:
             raise self._corrupt(str(exc)) from exc
         except UnsupportedCodecError as exc:
-            raise UnsupportedCodecError(f"{exc} (topic {self.topic!r}, partition {self.partition}, "
-                                        f"batch base offset {self.base_offset})") from exc
+            raise self._unsupported(exc) from exc
         return plain, 0, len(plain)
 
     def _legacy_records(self, min_offset: int) -> RecordColumns:
@@ -178,6 +191,10 @@ class RecordBatch:
         except CorruptRecordError as exc:
             raise self._corrupt(str(exc)) from exc
         return RecordColumns.of(self.topic, self.partition, [r for r in found if r.offset >= min_offset])
+
+    def _unsupported(self, exc: UnsupportedCodecError) -> UnsupportedCodecError:
+        return UnsupportedCodecError(f"{exc} (topic {self.topic!r}, partition {self.partition}, "
+                                     f"batch base offset {self.base_offset})")
 
     def _corrupt(self, message: str) -> CorruptRecordError:
         if "(topic " in message:  # already carries its location

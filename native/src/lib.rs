@@ -1,12 +1,73 @@
 //! aiokafka-lite's native fast path, loaded as `aiokafka_lite._native`.
 //!
 //! The pure-Python modules stay the reference: every function here has a Python twin with the
-//! same results and the same error types, and the tests run both.
+//! same results and the same error types, and the tests run both. No panic crosses into Python:
+//! each exported function turns one into `CorruptRecordError("native decoder failed: ...")`.
+
+mod compression;
+mod decode;
+mod errors;
+mod objects;
+mod varint;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+use crate::errors::{corrupt, panic_message, DecodeError, Result};
+
+/// Run `body`, mapping its errors and any panic to the package's exceptions.
+fn guarded<'py, T>(py: Python<'py>, body: impl FnOnce() -> Result<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(err.into_pyerr(py)),
+        Err(payload) => {
+            let message = format!("native decoder failed: {}", panic_message(payload.as_ref()));
+            Err(DecodeError::Corrupt(message).into_pyerr(py))
+        }
+    }
+}
+
+/// Decode one magic-v2, non-control batch occupying `buf[start:end]` into
+/// `(offsets, timestamps, timestamp_type, keys, values, headers)`.
+#[pyfunction]
+fn decode_v2_batch<'py>(
+    py: Python<'py>,
+    buf: &Bound<'py, PyBytes>,
+    start: usize,
+    end: usize,
+    check_crcs: bool,
+    max_decompressed: usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let data = buf.as_bytes();
+    guarded(py, || {
+        if start > end || end > data.len() {
+            let size = data.len();
+            return Err(corrupt(format!(
+                "batch {start}..{end} lies outside the {size}-byte buffer"
+            )));
+        }
+        decode::decode_batch(
+            py,
+            &data[start..],
+            end - start,
+            check_crcs,
+            max_decompressed,
+        )
+    })
+}
+
+/// Panics inside the guard, to prove a panic surfaces as CorruptRecordError (tests only).
+#[pyfunction]
+fn _panic_probe(py: Python<'_>) -> PyResult<()> {
+    guarded(py, || -> Result<()> { panic!("probe") })
+}
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(decode_v2_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_probe, m)?)?;
     Ok(())
 }

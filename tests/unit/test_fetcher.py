@@ -31,7 +31,7 @@ from aiokafka_lite.protocol.records import next_fetch_offset
 from aiokafka_lite.protocol.records_build import RecordSpec, build_control_batch, build_record_batch
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("record_decoder")]
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

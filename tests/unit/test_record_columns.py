@@ -12,6 +12,8 @@ from aiokafka_lite.protocol.records import PartitionRecords, decode_records, ite
 from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
 from aiokafka_lite.structs import ConsumerRecord, ConsumerRecords, TopicPartition
 
+pytestmark = pytest.mark.usefixtures("record_decoder")
+
 
 def test_offset_deltas_with_gaps_are_kept_and_filtered_by_fetch_offset() -> None:
     survivors = [RecordSpec(b"a", b"1", offset_delta=0), RecordSpec(b"b", b"2", offset_delta=3),

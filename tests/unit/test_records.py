@@ -17,6 +17,8 @@ from aiokafka_lite.protocol.records import (
 from aiokafka_lite.protocol.records_build import RecordSpec, build_control_batch, build_record_batch
 from aiokafka_lite.structs import ConsumerRecord, TimestampType
 
+pytestmark = pytest.mark.usefixtures("record_decoder")
+
 SAMPLE = [
     RecordSpec(b"k0", b"v0", [("h1", b"x"), ("h2", None), ("h3", b"")]),
     RecordSpec(None, b"no key"),

@@ -11,6 +11,8 @@ import pytest
 from aiokafka_lite.errors import CorruptRecordError, UnsupportedCodecError
 from aiokafka_lite.protocol.compression import XERIAL_MAGIC, Codec, compress, decompress
 
+pytestmark = pytest.mark.usefixtures("record_decoder")
+
 PAYLOAD = b"".join(b"record %d; " % i for i in range(20_000))
 
 

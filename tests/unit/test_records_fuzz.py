@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +12,8 @@ from aiokafka_lite.errors import KafkaError
 from aiokafka_lite.protocol.compression import Codec
 from aiokafka_lite.protocol.records import PartitionRecords, decode_records
 from aiokafka_lite.protocol.records_build import RecordSpec, build_legacy_message_set, build_record_batch
+
+pytestmark = pytest.mark.usefixtures("record_decoder")
 
 nullable_bytes = st.none() | st.binary(max_size=300)
 headers = st.lists(st.tuples(st.text(max_size=10), nullable_bytes), max_size=4)

@@ -12,6 +12,8 @@ import pytest
 from aiokafka_lite.protocol.compression import Codec
 from aiokafka_lite.protocol.records import PartitionRecords, iter_batches
 
+pytestmark = pytest.mark.usefixtures("record_decoder")
+
 BATCHES = Path(__file__).parent.parent / "data" / "batches"
 CASES = sorted(p.stem for p in BATCHES.glob("*.json"))
 

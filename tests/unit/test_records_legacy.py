@@ -10,6 +10,8 @@ from aiokafka_lite.protocol.records import PartitionRecords, decode_records, ite
 from aiokafka_lite.protocol.records_build import RecordSpec, build_legacy_message_set, build_record_batch
 from aiokafka_lite.protocol.records_legacy import NO_TIMESTAMP_TYPE
 
+pytestmark = pytest.mark.usefixtures("record_decoder")
+
 SPECS = [RecordSpec(b"k0", b"v0"), RecordSpec(None, b"v1"), RecordSpec(b"k2", None), RecordSpec(b"", b"")]
 LEGACY_CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4]
 

@@ -1,0 +1,70 @@
+//! The decoder's one error type, turned into the package's own exception classes at the boundary.
+
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::PyType;
+
+/// Why a batch could not be decoded; messages carry no topic/partition (Python adds the location).
+#[derive(Debug)]
+pub enum DecodeError {
+    /// `aiokafka_lite.errors.CorruptRecordError`
+    Corrupt(String),
+    /// `aiokafka_lite.errors.UnsupportedCodecError`
+    Unsupported(String),
+    /// An error Python raised while the decoder built objects (e.g. MemoryError).
+    Python(PyErr),
+}
+
+pub type Result<T> = std::result::Result<T, DecodeError>;
+
+pub fn corrupt(message: impl Into<String>) -> DecodeError {
+    DecodeError::Corrupt(message.into())
+}
+
+impl From<std::convert::Infallible> for DecodeError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
+}
+
+impl From<PyErr> for DecodeError {
+    fn from(err: PyErr) -> Self {
+        DecodeError::Python(err)
+    }
+}
+
+static CORRUPT: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static UNSUPPORTED: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+
+fn error_class<'py>(
+    py: Python<'py>,
+    cell: &'static GILOnceCell<Py<PyType>>,
+    name: &str,
+) -> PyResult<Bound<'py, PyType>> {
+    Ok(cell.import(py, "aiokafka_lite.errors", name)?.clone())
+}
+
+impl DecodeError {
+    pub fn into_pyerr(self, py: Python<'_>) -> PyErr {
+        let (cell, name, message) = match self {
+            DecodeError::Python(err) => return err,
+            DecodeError::Corrupt(m) => (&CORRUPT, "CorruptRecordError", m),
+            DecodeError::Unsupported(m) => (&UNSUPPORTED, "UnsupportedCodecError", m),
+        };
+        match error_class(py, cell, name) {
+            Ok(class) => PyErr::from_type(class, (message,)),
+            Err(err) => err,
+        }
+    }
+}
+
+/// The message of a caught panic's payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic".to_owned()
+    }
+}

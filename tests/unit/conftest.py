@@ -1,0 +1,40 @@
+"""Unit-test fixtures: ``record_decoder`` runs a record suite once per decoder (Rust and Python).
+
+A module opts in with ``pytestmark = pytest.mark.usefixtures("record_decoder")``. The native case
+is skipped only where no Rust toolchain exists; with ``cargo`` on PATH an unbuilt extension fails
+the run, so CI cannot silently test the Python decoder twice.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from aiokafka_lite.protocol import native
+from aiokafka_lite.protocol.native import DecoderName
+
+
+def require_native() -> None:
+    """Skip (no Rust toolchain) or fail (toolchain but no extension) unless the extension loads."""
+    if native.available():
+        return
+    if shutil.which("cargo") is None:
+        pytest.skip(f"no Rust toolchain: {native.why_python()}")
+    pytest.fail("cargo is on PATH but the native extension is not built: run `cd native && cargo build "
+                "--release` and copy target/release/lib_native.so to aiokafka_lite/_native.*.so", pytrace=False)
+
+
+@pytest.fixture(scope="module", params=["python", "native"])
+def record_decoder(request: pytest.FixtureRequest) -> Iterator[DecoderName]:
+    """The record decoder under test, switched on for the module's tests and restored afterwards."""
+    name: DecoderName = request.param
+    if name == "native":
+        require_native()
+    before = native.decoder()
+    native.use_decoder(name)
+    try:
+        yield name
+    finally:
+        native.use_decoder(before)
