@@ -5,8 +5,11 @@
 
 use pyo3::prelude::*;
 
+mod arrow;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    arrow::register(m)?;
     Ok(())
 }
