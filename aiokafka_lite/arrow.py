@@ -53,7 +53,9 @@ class ArrowBatch:
 
     def __arrow_c_schema__(self) -> Any:
         """A PyCapsule "arrow_schema" (Arrow PyCapsule interface)."""
-        return self._batch.__arrow_c_schema__()
+        if hasattr(self._batch, "__arrow_c_schema__"):
+            return self._batch.__arrow_c_schema__()
+        return self._batch.schema.__arrow_c_schema__()  # a pyarrow.RecordBatch has it on its schema
 
     def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
         """PyCapsules "arrow_schema" and "arrow_array" of a struct array (Arrow PyCapsule interface).
