@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import shutil
 import sys
@@ -223,3 +224,40 @@ def test_native_batch_to_pyarrow_without_pyarrow_raises_the_typed_error(monkeypa
     assert arrow.num_rows == 8
     with pytest.raises(ArrowUnavailableError):
         arrow.to_pyarrow()
+
+
+class _CArray(ctypes.Structure):
+    pass
+
+
+_Release = ctypes.CFUNCTYPE(None, ctypes.POINTER(_CArray))
+_CArray._fields_ = [
+    ("length", ctypes.c_int64), ("null_count", ctypes.c_int64), ("offset", ctypes.c_int64),
+    ("n_buffers", ctypes.c_int64), ("n_children", ctypes.c_int64), ("buffers", ctypes.POINTER(ctypes.c_void_p)),
+    ("children", ctypes.POINTER(ctypes.POINTER(_CArray))), ("dictionary", ctypes.POINTER(_CArray)),
+    ("release", _Release), ("private_data", ctypes.c_void_p),
+]
+
+
+def _capsule_pointer(capsule: Any, name: bytes) -> Any:
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return ctypes.cast(get_pointer(capsule, name), ctypes.POINTER(_CArray))
+
+
+def test_a_child_moved_out_of_the_array_is_released_on_its_own(builder: str) -> None:
+    """The C data interface lets a consumer move a child out and release it after its parent."""
+    _, array_capsule = build_arrow_batch(_sample()).__arrow_c_array__()
+    root = _capsule_pointer(array_capsule, b"arrow_array").contents
+    assert (root.length, root.n_children) == (8, 8)
+    value_column = root.children[1].contents
+    moved = _CArray()
+    ctypes.pointer(moved)[0] = value_column  # a bitwise move, then the source is marked released
+    value_column.release = _Release()
+    del array_capsule, root, value_column
+    gc.collect()  # the parent is released: the moved child must still be valid
+    offsets = ctypes.cast(moved.buffers[1], ctypes.POINTER(ctypes.c_int32))
+    data = ctypes.string_at(moved.buffers[2], offsets[moved.length])
+    assert data == b"v0\x00\xffabc"
+    moved.release(ctypes.pointer(moved))
+    assert not moved.release
