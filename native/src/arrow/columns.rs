@@ -5,6 +5,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::ffi as pyffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
+use pyo3::Borrowed;
 
 use super::ffi::{Buffer, Column};
 
@@ -151,11 +152,37 @@ pub fn extend_i64(out: &mut Vec<i64>, seq: &Bound<'_, PyAny>) -> PyResult<()> {
     out.reserve(list.len());
     // `[t] * n` repeats one object: its value is read once.
     let mut last: (*mut pyffi::PyObject, i64) = (std::ptr::null_mut(), 0);
-    for item in list.iter() {
+    for_each_borrowed(&list, |item| {
         if item.as_ptr() != last.0 {
-            last = (item.as_ptr(), item.extract::<i64>()?);
+            // SAFETY: only reads the type of a live object.
+            if unsafe { pyffi::PyLong_CheckExact(item.as_ptr()) } != 0 {
+                last = (item.as_ptr(), item.extract::<i64>()?);
+            } else {
+                // `__index__` may run Python code: hold a reference, and cache nothing.
+                last = (std::ptr::null_mut(), item.to_owned().extract::<i64>()?);
+            }
         }
         out.push(last.1);
+        Ok(())
+    })
+}
+
+/// Calls `f` with each item of `list`, borrowed: no reference counting per item. `f` must not run
+/// Python code while it uses the item (bytes and exact-int reads do not).
+fn for_each_borrowed<'py>(
+    list: &Bound<'py, PyList>,
+    mut f: impl FnMut(Borrowed<'_, 'py, PyAny>) -> PyResult<()>,
+) -> PyResult<()> {
+    for index in 0..list.len() {
+        // SAFETY: PyList_GetItem checks the index and returns a borrowed reference or NULL with an
+        // IndexError set; the list outlives this loop.
+        let item = unsafe {
+            Borrowed::from_ptr_or_err(
+                list.py(),
+                pyffi::PyList_GetItem(list.as_ptr(), index as pyffi::Py_ssize_t),
+            )?
+        };
+        f(item)?;
     }
     Ok(())
 }
@@ -185,26 +212,22 @@ pub fn bytes_or_none<'a>(item: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Opt
     }
 }
 
-/// The total size of the `bytes` items of `lists` (a capacity hint for `VarBuilder`).
-pub fn total_size(lists: &[Bound<'_, PyList>], what: &str) -> PyResult<(usize, usize)> {
+/// A binary column of the `bytes | None` items of `lists`, one after the other.
+pub fn binary_column(lists: &[Bound<'_, PyList>], what: &str) -> PyResult<(Column, bool)> {
     let (mut rows, mut bytes) = (0_usize, 0_usize);
     for list in lists {
         rows += list.len();
-        for item in list.iter() {
+        for_each_borrowed(list, |item| {
             bytes += bytes_or_none(&item, what)?.map_or(0, <[u8]>::len);
-        }
+            Ok(())
+        })?;
     }
-    Ok((rows, bytes))
-}
-
-/// A binary column of the `bytes | None` items of `lists`, one after the other.
-pub fn binary_column(lists: &[Bound<'_, PyList>], what: &str) -> PyResult<(Column, bool)> {
-    let (rows, bytes) = total_size(lists, what)?;
-    let mut builder = VarBuilder::new(rows, bytes);
+    let mut builder = VarBuilder::new(rows, bytes); // the exact size: no reallocation while copying
     for list in lists {
-        for item in list.iter() {
+        for_each_borrowed(list, |item| {
             builder.push(bytes_or_none(&item, what)?);
-        }
+            Ok(())
+        })?;
     }
     Ok(builder.finish())
 }
