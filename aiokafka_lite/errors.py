@@ -55,6 +55,15 @@ class UnsupportedCodecError(KafkaError):
     """A record batch uses a compression codec this client cannot decode."""
 
 
+class ArrowUnavailableError(KafkaError, ImportError):
+    """Arrow output was asked for but neither the native extension nor pyarrow is there to build it."""
+
+    def __init__(self, detail: str = "") -> None:
+        hint = ("Arrow output needs pyarrow (pip install 'aiokafka-lite[arrow]') or the native extension "
+                "(reinstall aiokafka-lite with a Rust toolchain present)")
+        super().__init__(f"{hint}: {detail}" if detail else hint)
+
+
 class UnsupportedVersionError(KafkaError):
     """The broker and this client share no version of an API."""
 

@@ -4,6 +4,7 @@
 //! same results and the same error types, and the tests run both. No panic crosses into Python:
 //! each exported function turns one into `CorruptRecordError("native decoder failed: ...")`.
 
+mod arrow;
 mod compression;
 mod decode;
 mod errors;
@@ -69,5 +70,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(decode_v2_batch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_probe, m)?)?;
+    arrow::register(m)?;
     Ok(())
 }

@@ -1,0 +1,163 @@
+"""Polled records as one Arrow record batch, in the columns of Spark's Kafka source.
+
+``build_arrow_batch`` turns decoded ``RecordColumns`` into an ``ArrowBatch`` with the schema
+``arrow_schema()``::
+
+    key: binary, value: binary, topic: string not null, partition: int32 not null,
+    offset: int64 not null, timestamp: timestamp[ms, tz=UTC] not null, timestampType: int32 not null,
+    headers: list<item: struct<key: string not null, value: binary> not null> not null
+
+A record without headers has an empty list. A binary or string column whose data passes 2**31-1
+bytes becomes ``large_binary``/``large_string`` instead (per column, in both builders).
+
+The native extension builds the batch in Rust memory without pyarrow; without the extension,
+pyarrow builds the same batch (same schema, same values). Either way the batch speaks the Arrow
+PyCapsule interface, so ``pyarrow.record_batch(batch)``, polars or DuckDB take it without a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain, repeat
+from typing import Any
+
+from .errors import ArrowUnavailableError
+from .protocol import native
+from .protocol.record_columns import RecordColumns
+
+_I32_MAX = 2**31 - 1
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow  # type: ignore[import-untyped, unused-ignore]
+    except ImportError as exc:
+        raise ArrowUnavailableError(f"pyarrow is not installed ({exc})") from exc
+    return pyarrow
+
+
+class ArrowBatch:
+    """One Arrow record batch: the native ``ArrowRecords`` or a ``pyarrow.RecordBatch`` inside."""
+
+    __slots__ = ("_batch",)
+
+    def __init__(self, batch: Any) -> None:
+        self._batch = batch
+
+    @property
+    def num_rows(self) -> int:
+        return int(self._batch.num_rows)
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    def __arrow_c_schema__(self) -> Any:
+        """A PyCapsule "arrow_schema" (Arrow PyCapsule interface)."""
+        if hasattr(self._batch, "__arrow_c_schema__"):
+            return self._batch.__arrow_c_schema__()
+        return self._batch.schema.__arrow_c_schema__()  # a pyarrow.RecordBatch has it on its schema
+
+    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
+        """PyCapsules "arrow_schema" and "arrow_array" of a struct array (Arrow PyCapsule interface).
+
+        The native batch ignores ``requested_schema``; a pyarrow batch casts to it when it can.
+        """
+        return self._batch.__arrow_c_array__(requested_schema)  # type: ignore[no-any-return]
+
+    def to_pyarrow(self) -> Any:
+        """The batch as a ``pyarrow.RecordBatch`` (no copy); needs pyarrow."""
+        pa = _pyarrow()
+        if isinstance(self._batch, pa.RecordBatch):
+            return self._batch
+        return pa.record_batch(self._batch)
+
+    def __repr__(self) -> str:
+        return f"ArrowBatch({self.num_rows} rows)"
+
+
+def build_arrow_batch(chunks: Sequence[RecordColumns]) -> ArrowBatch:
+    """One batch of the records of ``chunks``, in order (no chunks: an empty batch, full schema)."""
+    if native.active is not None:
+        return ArrowBatch(native.active.records_to_arrow([
+            (c.topic, c.partition, c.offsets, c.timestamps, c.timestamp_type, c.keys, c.values, c.headers)
+            for c in chunks]))
+    try:
+        _pyarrow()
+    except ArrowUnavailableError as exc:
+        raise ArrowUnavailableError(f"pyarrow is not installed and {native.why_python()}") from exc
+    return ArrowBatch(_build_with_pyarrow(chunks))
+
+
+def arrow_schema() -> Any:
+    """The ``pyarrow.Schema`` of the batches (with 32-bit offsets: data under 2 GiB per column)."""
+    pa = _pyarrow()
+    return _schema(pa, pa.binary(), pa.binary(), pa.utf8(), _headers_type(pa, pa.utf8(), pa.binary()))
+
+
+def _schema(pa: Any, key: Any, value: Any, topic: Any, headers: Any) -> Any:
+    return pa.schema([
+        pa.field("key", key), pa.field("value", value), pa.field("topic", topic, nullable=False),
+        pa.field("partition", pa.int32(), nullable=False), pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("timestampType", pa.int32(), nullable=False), pa.field("headers", headers, nullable=False),
+    ])
+
+
+def _headers_type(pa: Any, key: Any, value: Any) -> Any:
+    entry = pa.struct([pa.field("key", key, nullable=False), pa.field("value", value)])
+    return pa.list_(pa.field("item", entry, nullable=False))
+
+
+def _variable(pa: Any, items: list[Any], small: Any, large: Any) -> Any:
+    """``items`` as a ``small`` array, or ``large`` when the data overflows 32-bit offsets."""
+    array = pa.array(items, type=small)
+    if isinstance(array, pa.ChunkedArray):  # pyarrow splits what does not fit one small array
+        array = pa.array(items, type=large)
+    return array
+
+
+def _headers(pa: Any, chunks: Sequence[RecordColumns]) -> Any:
+    offsets: list[int] = [0]
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    for chunk in chunks:
+        if chunk.headers is None:
+            offsets.extend(repeat(len(keys), len(chunk)))
+            continue
+        for record in chunk.headers:
+            for key, value in record:
+                keys.append(key)
+                values.append(value)
+            offsets.append(len(keys))
+    key_array = _variable(pa, keys, pa.utf8(), pa.large_utf8())
+    value_array = _variable(pa, values, pa.binary(), pa.large_binary())
+    list_type = _headers_type(pa, key_array.type, value_array.type)
+    entries = pa.StructArray.from_arrays([key_array, value_array], fields=list(list_type.value_type))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries, type=list_type)
+
+
+def _flat(chunks: Sequence[RecordColumns], column: str) -> list[Any]:
+    return list(chain.from_iterable(getattr(chunk, column) for chunk in chunks))
+
+
+def _repeated(chunks: Sequence[RecordColumns], column: str) -> list[Any]:
+    return list(chain.from_iterable(repeat(getattr(chunk, column), len(chunk)) for chunk in chunks))
+
+
+def _build_with_pyarrow(chunks: Sequence[RecordColumns]) -> Any:
+    """The pure-Python twin of the native ``records_to_arrow``."""
+    pa = _pyarrow()
+    topic_bytes = sum(len(chunk.topic.encode()) * len(chunk) for chunk in chunks)
+    topic_type = pa.utf8() if topic_bytes <= _I32_MAX else pa.large_utf8()
+    arrays = [
+        _variable(pa, _flat(chunks, "keys"), pa.binary(), pa.large_binary()),
+        _variable(pa, _flat(chunks, "values"), pa.binary(), pa.large_binary()),
+        pa.array(_repeated(chunks, "topic"), type=topic_type),
+        pa.array(_repeated(chunks, "partition"), type=pa.int32()),
+        pa.array(_flat(chunks, "offsets"), type=pa.int64()),
+        pa.array(_flat(chunks, "timestamps"), type=pa.timestamp("ms", tz="UTC")),
+        pa.array(_repeated(chunks, "timestamp_type"), type=pa.int32()),
+        _headers(pa, chunks),
+    ]
+    schema = _schema(pa, arrays[0].type, arrays[1].type, arrays[2].type, arrays[7].type)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

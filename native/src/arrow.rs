@@ -1,0 +1,297 @@
+//! `records_to_arrow`: decoded record columns as one Arrow record batch in the columns of Spark's
+//! Kafka source, exported through the Arrow PyCapsule interface (no pyarrow needed to build it).
+//!
+//! The twin of `aiokafka_lite/arrow.py` `_build_with_pyarrow`: same schema, same values. Binary and
+//! utf8 columns get 32-bit offsets ("z"/"u") unless their data exceeds 2**31-1 bytes, then 64-bit
+//! ones ("Z"/"U", i.e. large_binary/large_utf8), decided per column.
+
+mod columns;
+mod ffi;
+
+use std::iter::repeat_n;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+
+use columns::{as_list, binary_column, bytes_or_none, extend_i64, list_offset, VarBuilder};
+use ffi::{Buffer, Column, Field};
+
+/// One Arrow record batch (a struct array) held in Rust memory.
+#[pyclass(frozen, module = "aiokafka_lite._native")]
+pub struct ArrowRecords {
+    schema: Field,
+    data: Arc<Column>,
+}
+
+#[pymethods]
+impl ArrowRecords {
+    #[getter]
+    fn num_rows(&self) -> usize {
+        self.data.length
+    }
+
+    fn __len__(&self) -> usize {
+        self.data.length
+    }
+
+    fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        guarded("__arrow_c_schema__", || {
+            ffi::schema_capsule(py, &self.schema)
+        })
+    }
+
+    /// The schema and array capsules; `requested_schema` is not honoured (the batch has one schema).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let _ = requested_schema;
+        guarded("__arrow_c_array__", || {
+            Ok((
+                ffi::schema_capsule(py, &self.schema)?,
+                ffi::array_capsule(py, &self.data)?,
+            ))
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ArrowRecords({} rows)", self.data.length)
+    }
+}
+
+/// Runs `body`, turning a panic into a RuntimeError (a panic must never unwind into Python).
+fn guarded<T>(name: &str, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(PyRuntimeError::new_err(format!(
+            "aiokafka_lite._native.{name} failed: {message}"
+        )))
+    })
+}
+
+/// One `(topic, partition, offsets, timestamps, timestamp_type, keys, values, headers)` tuple.
+struct Chunk<'py> {
+    topic: Bound<'py, PyString>,
+    partition: i32,
+    offsets: Bound<'py, PyAny>,
+    timestamps: Bound<'py, PyAny>,
+    timestamp_type: i32,
+    keys: Bound<'py, PyList>,
+    values: Bound<'py, PyList>,
+    headers: Option<Bound<'py, PyList>>,
+}
+
+type ChunkTuple<'py> = (
+    Bound<'py, PyString>,
+    i32,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    i32,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Option<Bound<'py, PyAny>>,
+);
+
+fn read_chunk<'py>(index: usize, item: &Bound<'py, PyAny>) -> PyResult<Chunk<'py>> {
+    let (topic, partition, offsets, timestamps, timestamp_type, keys, values, headers): ChunkTuple<
+        'py,
+    > = item.extract()?;
+    let chunk = Chunk {
+        topic,
+        partition,
+        offsets,
+        timestamps,
+        timestamp_type,
+        keys: as_list(&keys)?,
+        values: as_list(&values)?,
+        headers: headers.as_ref().map(as_list).transpose()?,
+    };
+    let rows = chunk.values.len();
+    let headers_len = chunk.headers.as_ref().map_or(rows, |h| h.len());
+    if [
+        chunk.keys.len(),
+        chunk.offsets.len()?,
+        chunk.timestamps.len()?,
+        headers_len,
+    ]
+    .iter()
+    .any(|&n| n != rows)
+    {
+        return Err(PyValueError::new_err(format!(
+            "chunk {index} (topic {}): keys, values, offsets, timestamps and headers differ in length",
+            chunk.topic
+        )));
+    }
+    Ok(chunk)
+}
+
+fn repeated_i32(chunks: &[Chunk<'_>], rows: usize, value: impl Fn(&Chunk<'_>) -> i32) -> Column {
+    let mut out = Vec::with_capacity(rows);
+    for chunk in chunks {
+        out.extend(repeat_n(value(chunk), chunk.values.len()));
+    }
+    Column::fixed(Buffer::I32(out), rows)
+}
+
+fn int64_column<'a, 'py: 'a>(
+    seqs: impl Iterator<Item = &'a Bound<'py, PyAny>>,
+    rows: usize,
+) -> PyResult<Column> {
+    let mut out = Vec::with_capacity(rows);
+    for seq in seqs {
+        extend_i64(&mut out, seq)?;
+    }
+    Ok(Column::fixed(Buffer::I64(out), rows))
+}
+
+fn topic_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, bool)> {
+    let mut names = Vec::with_capacity(chunks.len());
+    let mut bytes = 0_usize;
+    for chunk in chunks {
+        let name = chunk.topic.to_str()?.as_bytes();
+        bytes = bytes.saturating_add(name.len().saturating_mul(chunk.values.len()));
+        names.push(name);
+    }
+    let mut builder = VarBuilder::new(rows, bytes);
+    for (chunk, name) in chunks.iter().zip(names) {
+        for _ in 0..chunk.values.len() {
+            builder.push(Some(name));
+        }
+    }
+    Ok(builder.finish())
+}
+
+/// `list<struct<key: utf8, value: binary>>`: an empty list for a record without headers.
+fn headers_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, Field)> {
+    let mut list_offsets = Vec::with_capacity(rows + 1);
+    list_offsets.push(0_i32);
+    let (mut keys, mut values) = (VarBuilder::new(0, 0), VarBuilder::new(0, 0));
+    for chunk in chunks {
+        let Some(headers) = &chunk.headers else {
+            list_offsets.extend(repeat_n(list_offset(keys.len())?, chunk.values.len()));
+            continue;
+        };
+        for record in headers.iter() {
+            for pair in record.try_iter()? {
+                let (key, value): (Bound<'_, PyString>, Bound<'_, PyAny>) = pair?.extract()?;
+                keys.push(Some(key.to_str()?.as_bytes()));
+                values.push(bytes_or_none(&value, "header values")?);
+            }
+            list_offsets.push(list_offset(keys.len())?);
+        }
+    }
+    let entries = keys.len();
+    let ((keys, keys_large), (values, values_large)) = (keys.finish(), values.finish());
+    let entry = Column {
+        length: entries,
+        null_count: 0,
+        buffers: vec![None],
+        children: vec![keys, values],
+    };
+    let column = Column {
+        length: rows,
+        null_count: 0,
+        buffers: vec![None, Some(Buffer::I32(list_offsets))],
+        children: vec![entry],
+    };
+    let entry_field = Field {
+        name: c"item",
+        format: c"+s",
+        nullable: false,
+        children: vec![
+            Field::new(c"key", if keys_large { c"U" } else { c"u" }, false),
+            Field::new(c"value", if values_large { c"Z" } else { c"z" }, true),
+        ],
+    };
+    let field = Field {
+        name: c"headers",
+        format: c"+l",
+        nullable: false,
+        children: vec![entry_field],
+    };
+    Ok((column, field))
+}
+
+fn binary_format(large: bool) -> &'static std::ffi::CStr {
+    if large {
+        c"Z"
+    } else {
+        c"z"
+    }
+}
+
+fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
+    let chunks = chunks
+        .try_iter()?
+        .enumerate()
+        .map(|(index, item)| read_chunk(index, &item?))
+        .collect::<PyResult<Vec<_>>>()?;
+    let rows = chunks.iter().map(|c| c.values.len()).sum();
+    let (keys, keys_large) = binary_column(
+        &chunks.iter().map(|c| c.keys.clone()).collect::<Vec<_>>(),
+        "keys",
+    )?;
+    let (values, values_large) = binary_column(
+        &chunks.iter().map(|c| c.values.clone()).collect::<Vec<_>>(),
+        "values",
+    )?;
+    let (topic, topic_large) = topic_column(&chunks, rows)?;
+    let (headers, headers_field) = headers_column(&chunks, rows)?;
+    let columns = vec![
+        keys,
+        values,
+        topic,
+        repeated_i32(&chunks, rows, |c| c.partition),
+        int64_column(chunks.iter().map(|c| &c.offsets), rows)?,
+        int64_column(chunks.iter().map(|c| &c.timestamps), rows)?,
+        repeated_i32(&chunks, rows, |c| c.timestamp_type),
+        headers,
+    ];
+    let fields = vec![
+        Field::new(c"key", binary_format(keys_large), true),
+        Field::new(c"value", binary_format(values_large), true),
+        Field::new(c"topic", if topic_large { c"U" } else { c"u" }, false),
+        Field::new(c"partition", c"i", false),
+        Field::new(c"offset", c"l", false),
+        Field::new(c"timestamp", c"tsm:UTC", false),
+        Field::new(c"timestampType", c"i", false),
+        headers_field,
+    ];
+    let data = Column {
+        length: rows,
+        null_count: 0,
+        buffers: vec![None],
+        children: columns,
+    };
+    let schema = Field {
+        name: c"",
+        format: c"+s",
+        nullable: false,
+        children: fields,
+    };
+    Ok(ArrowRecords {
+        schema,
+        data: Arc::new(data),
+    })
+}
+
+/// Chunks of record columns as one Arrow record batch (see the module documentation).
+#[pyfunction]
+fn records_to_arrow(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
+    guarded("records_to_arrow", || build(chunks))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ArrowRecords>()?;
+    m.add_function(wrap_pyfunction!(records_to_arrow, m)?)?;
+    Ok(())
+}

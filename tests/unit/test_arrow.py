@@ -1,0 +1,263 @@
+"""Record columns as one Arrow record batch: the native builder and its pyarrow twin, side by side."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from aiokafka_lite.arrow import ArrowBatch, arrow_schema, build_arrow_batch
+from aiokafka_lite.errors import ArrowUnavailableError, KafkaError
+from aiokafka_lite.protocol import native
+from aiokafka_lite.protocol.record_columns import RecordColumns
+
+pa = pytest.importorskip("pyarrow")
+
+SPARK_KAFKA_SCHEMA = pa.schema([
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
+    pa.field("timestampType", pa.int32(), nullable=False),
+    pa.field("headers", pa.list_(pa.field("item", pa.struct([
+        pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]), nullable=False)),
+        nullable=False),
+])
+
+
+def _require_native() -> None:
+    if native.available():
+        return
+    if shutil.which("cargo") is None:
+        pytest.skip("no Rust toolchain: the native extension cannot be built")
+    pytest.fail("cargo is on PATH but aiokafka_lite._native is not built: "
+                "cd native && cargo build --release, then copy lib_native.so next to aiokafka_lite/protocol")
+
+
+@contextmanager
+def _use(name: native.DecoderName) -> Iterator[None]:
+    if name == "native":
+        _require_native()
+    saved = native.decoder()
+    native.use_decoder(name)
+    try:
+        yield
+    finally:
+        native.use_decoder(saved)
+
+
+@pytest.fixture(params=["native", "python"])
+def builder(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs the test once with the native builder and once with the pyarrow one."""
+    with _use(request.param):
+        yield request.param
+
+
+def _sample() -> list[RecordColumns]:
+    return [
+        RecordColumns("orders", 3, range(100, 104), [1_700_000_000_000] * 4, 0,
+                      [b"k0", None, b"", b"k3"], [b"v0", b"", None, b"\x00\xff"], None, 5),
+        RecordColumns("payments-ü", 0, [7, 9, 12], [10, 11, 12], 1, [None, None, None], [b"a", b"b", b"c"],
+                      [(), (("trace", b"1"), ("größe", None)), (("", b""),)], 2),
+        RecordColumns("legacy", 1, [0], [-1], -1, [b"x"], [None], [()], None),
+    ]
+
+
+def _build(chunks: list[RecordColumns]) -> Any:
+    return pa.record_batch(build_arrow_batch(chunks))
+
+
+def test_schema_is_sparks_kafka_columns(builder: str) -> None:
+    assert _build(_sample()).schema.equals(SPARK_KAFKA_SCHEMA)
+    assert arrow_schema().equals(SPARK_KAFKA_SCHEMA)
+
+
+def test_values_are_the_input_columns(builder: str) -> None:
+    chunks = _sample()
+    batch = _build(chunks)
+    batch.validate(full=True)
+    records = [record for chunk in chunks for record in chunk]
+    assert batch.column("key").to_pylist() == [r.key for r in records]
+    assert batch.column("value").to_pylist() == [r.value for r in records]
+    assert batch.column("topic").to_pylist() == [r.topic for r in records]
+    assert batch.column("partition").to_pylist() == [r.partition for r in records]
+    assert batch.column("offset").to_pylist() == [r.offset for r in records]
+    assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [r.timestamp for r in records]
+    assert batch.column("timestampType").to_pylist() == [r.timestamp_type for r in records]
+    headers = [[(h["key"], h["value"]) for h in row] for row in batch.column("headers").to_pylist()]
+    assert headers == [list(r.headers) for r in records]
+    assert batch.column("key").null_count == 4
+    assert batch.column("value").null_count == 2
+
+
+def test_native_and_python_batches_are_equal() -> None:
+    big = RecordColumns("big", 7, range(50_000), list(range(50_000)), 0,
+                        [None if i % 3 else b"k%d" % i for i in range(50_000)],
+                        [b"v" * (i % 50) for i in range(50_000)], None, 0)
+    chunks = [*_sample(), big]
+    batches = {}
+    names: tuple[native.DecoderName, ...] = ("native", "python")
+    for name in names:
+        with _use(name):
+            batches[name] = _build(chunks)
+    assert batches["native"].equals(batches["python"])
+
+
+@pytest.mark.parametrize("chunks", [[], [RecordColumns("t", 0, range(5, 5), [], 0, [], [], None, None)]],
+                         ids=["no-chunks", "empty-chunk"])
+def test_empty_input_gives_an_empty_batch_with_the_full_schema(builder: str, chunks: list[RecordColumns]) -> None:
+    arrow = build_arrow_batch(chunks)
+    assert (arrow.num_rows, len(arrow)) == (0, 0)
+    batch = pa.record_batch(arrow)
+    batch.validate(full=True)
+    assert batch.schema.equals(SPARK_KAFKA_SCHEMA)
+    assert batch.num_rows == 0
+
+
+def test_many_rows(builder: str) -> None:
+    chunks = [RecordColumns(f"topic-{c}", c, range(c * 10_000, (c + 1) * 10_000), [c] * 10_000, 1,
+                            [None] * 10_000, [b"%07d" % i for i in range(10_000)], None, 0) for c in range(10)]
+    arrow = build_arrow_batch(chunks)
+    assert arrow.num_rows == 100_000
+    batch = arrow.to_pyarrow()
+    batch.validate(full=True)
+    assert batch.column("offset").to_pylist() == list(range(100_000))
+    assert batch.column("value")[54_321].as_py() == b"0004321"
+    assert batch.column("topic")[99_999].as_py() == "topic-9"
+    assert batch.column("headers").to_pylist()[::25_000] == [[]] * 4
+
+
+def test_pyarrow_takes_the_requested_schema_when_it_is_the_batch_schema(builder: str) -> None:
+    batch = pa.record_batch(build_arrow_batch(_sample()), schema=SPARK_KAFKA_SCHEMA)
+    assert batch.schema.equals(SPARK_KAFKA_SCHEMA)
+
+
+def test_the_imported_batch_outlives_the_arrow_batch(builder: str) -> None:
+    arrow = build_arrow_batch(_sample())
+    batch = arrow.to_pyarrow()
+    values = batch.column("value")
+    del arrow, batch
+    gc.collect()
+    assert values.to_pylist() == [b"v0", b"", None, b"\x00\xff", b"a", b"b", b"c", None]
+
+
+def test_a_capsule_is_consumed_once(builder: str) -> None:
+    schema_capsule, array_capsule = build_arrow_batch(_sample()).__arrow_c_array__()
+    batch = pa.RecordBatch._import_from_c_capsule(schema_capsule, array_capsule)
+    with pytest.raises(ValueError, match="released"):
+        pa.RecordBatch._import_from_c_capsule(schema_capsule, array_capsule)
+    batch.validate(full=True)
+
+
+def test_capsules_released_unconsumed_or_partly_consumed_do_not_leak(builder: str) -> None:
+    before = _held_mb(builder)
+    arrow = build_arrow_batch([RecordColumns("t", 0, range(1000), [0] * 1000, 0, [None] * 1000,
+                                             [b"x" * 65536] * 1000, None, None)])  # 64 MB of values
+    for i in range(3000):
+        schema_capsule, array_capsule = arrow.__arrow_c_array__()
+        if i % 3 == 1:  # the schema alone is imported, the array capsule dropped unused
+            assert pa.Schema._import_from_c_capsule(schema_capsule).equals(SPARK_KAFKA_SCHEMA)
+        elif i % 3 == 2:
+            pa.RecordBatch._import_from_c_capsule(schema_capsule, array_capsule)
+        del schema_capsule, array_capsule
+        arrow.__arrow_c_schema__()
+    del arrow  # the last owner of the buffers: they are freed (too big to stay in malloc's pools)
+    gc.collect()
+    assert _held_mb(builder) - before < 32
+
+
+def test_batches_built_and_dropped_do_not_leak(builder: str) -> None:
+    chunks = [RecordColumns("t", 0, range(100), [0] * 100, 0, [b"k"] * 100, [b"x" * 10_000] * 100,
+                            [(("h", b"v"),)] * 100, None)]  # 1 MB of values
+    before = _held_mb(builder)
+    for _ in range(3000):
+        build_arrow_batch(chunks).to_pyarrow()
+    gc.collect()
+    assert _held_mb(builder) - before < 100
+
+
+def _held_mb(builder: str) -> float:
+    """Memory the builder holds: pyarrow's pool for the python one, the process's RSS for the native one."""
+    if builder == "python":
+        return float(pa.total_allocated_bytes()) / 2**20
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.parametrize(("values", "error"), [([1], TypeError), ([b"a", b"b"], ValueError)],
+                         ids=["not-bytes", "length-mismatch"])
+def test_bad_columns_raise(builder: str, values: list[Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        build_arrow_batch([RecordColumns("t", 0, [0], [0], 0, [None], values, None, None)])
+
+
+def test_arrow_batch_wraps_a_pyarrow_batch_too() -> None:
+    batch = pa.RecordBatch.from_pylist([], schema=SPARK_KAFKA_SCHEMA)
+    wrapped = ArrowBatch(batch)
+    assert wrapped.to_pyarrow() is batch
+    assert pa.record_batch(wrapped).equals(batch)
+    assert repr(wrapped) == "ArrowBatch(0 rows)"
+
+
+def test_without_pyarrow_or_native_a_typed_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setattr(native, "active", None)
+    with pytest.raises(ArrowUnavailableError, match=r"pip install 'aiokafka-lite\[arrow\]'") as caught:
+        build_arrow_batch(_sample())
+    assert isinstance(caught.value, ImportError)
+    assert isinstance(caught.value, KafkaError)
+
+
+def test_native_batch_to_pyarrow_without_pyarrow_raises_the_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    _require_native()
+    monkeypatch.setattr(native, "active", native._built)
+    arrow = build_arrow_batch(_sample())
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    assert arrow.num_rows == 8
+    with pytest.raises(ArrowUnavailableError):
+        arrow.to_pyarrow()
+
+
+class _CArray(ctypes.Structure):
+    pass
+
+
+_Release = ctypes.CFUNCTYPE(None, ctypes.POINTER(_CArray))
+_CArray._fields_ = [
+    ("length", ctypes.c_int64), ("null_count", ctypes.c_int64), ("offset", ctypes.c_int64),
+    ("n_buffers", ctypes.c_int64), ("n_children", ctypes.c_int64), ("buffers", ctypes.POINTER(ctypes.c_void_p)),
+    ("children", ctypes.POINTER(ctypes.POINTER(_CArray))), ("dictionary", ctypes.POINTER(_CArray)),
+    ("release", _Release), ("private_data", ctypes.c_void_p),
+]
+
+
+def _capsule_pointer(capsule: Any, name: bytes) -> Any:
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return ctypes.cast(get_pointer(capsule, name), ctypes.POINTER(_CArray))
+
+
+def test_a_child_moved_out_of_the_array_is_released_on_its_own(builder: str) -> None:
+    """The C data interface lets a consumer move a child out and release it after its parent."""
+    _, array_capsule = build_arrow_batch(_sample()).__arrow_c_array__()
+    root = _capsule_pointer(array_capsule, b"arrow_array").contents
+    assert (root.length, root.n_children) == (8, 8)
+    value_column = root.children[1].contents
+    moved = _CArray()
+    ctypes.pointer(moved)[0] = value_column  # a bitwise move, then the source is marked released
+    value_column.release = _Release()
+    del array_capsule, root, value_column
+    gc.collect()  # the parent is released: the moved child must still be valid
+    offsets = ctypes.cast(moved.buffers[1], ctypes.POINTER(ctypes.c_int32))
+    data = ctypes.string_at(moved.buffers[2], offsets[moved.length])
+    assert data == b"v0\x00\xffabc"
+    moved.release(ctypes.pointer(moved))
+    assert not moved.release
