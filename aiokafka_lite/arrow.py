@@ -23,7 +23,8 @@ from typing import Any
 
 from .errors import ArrowUnavailableError
 from .protocol import native
-from .protocol.record_columns import RecordColumns
+from .protocol.record_columns import RecordChunks, RecordColumns
+from .structs import ConsumerRecords
 
 _I32_MAX = 2**31 - 1
 
@@ -81,11 +82,31 @@ def build_arrow_batch(chunks: Sequence[RecordColumns]) -> ArrowBatch:
         return ArrowBatch(native.active.records_to_arrow([
             (c.topic, c.partition, c.offsets, c.timestamps, c.timestamp_type, c.keys, c.values, c.headers)
             for c in chunks]))
+    check_available()
+    return ArrowBatch(_build_with_pyarrow(chunks))
+
+
+def check_available() -> None:
+    """Raise ArrowUnavailableError unless batches can be built (native extension or pyarrow)."""
+    if native.active is not None:
+        return
     try:
         _pyarrow()
     except ArrowUnavailableError as exc:
         raise ArrowUnavailableError(f"pyarrow is not installed and {native.why_python()}") from exc
-    return ArrowBatch(_build_with_pyarrow(chunks))
+
+
+def batch_of(records: ConsumerRecords) -> ArrowBatch:
+    """One batch of a poll() result, partition after partition (no per-record objects on the way)."""
+    chunks: list[RecordColumns] = []
+    for tp, held in records.sequences().items():
+        if isinstance(held, RecordChunks):
+            chunks.extend(held.chunks)
+        elif isinstance(held, RecordColumns):
+            chunks.append(held)
+        else:
+            chunks.append(RecordColumns.of(tp.topic, tp.partition, list(held)))
+    return build_arrow_batch(chunks)
 
 
 def arrow_schema() -> Any:

@@ -85,5 +85,9 @@ class ConsumerRecords(Sequence[ConsumerRecord]):
     def by_partition(self) -> dict[TopicPartition, list[ConsumerRecord]]:
         return {tp: list(records) for tp, records in self._by_partition.items()}
 
+    def sequences(self) -> Mapping[TopicPartition, Sequence[ConsumerRecord]]:
+        """Each partition's records as the consumer holds them (lazy column chunks), uncopied."""
+        return self._by_partition
+
     def __repr__(self) -> str:
         return f"ConsumerRecords({len(self)} records from {len(self.partitions())} partitions)"

@@ -15,8 +15,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from .. import arrow
 from .._net.backoff import Backoff
 from .._net.cluster import Cluster
+from ..arrow import ArrowBatch
 from ..config import ConsumerConfig
 from ..errors import (
     ConsumerClosedError,
@@ -286,6 +288,18 @@ class Consumer:
         finally:
             # A cancelled or failed poll still counts as a poll: the watchdog must never get stuck.
             self._stamp_poll()
+
+    async def poll_arrow(self, timeout: float = POLL_DEFAULT_TIMEOUT, max_records: int | None = None) -> ArrowBatch:
+        """poll() as one Arrow record batch with the columns of Spark's Kafka source: key, value,
+        topic, partition, offset, timestamp (ms, UTC), timestampType, headers. Positions, commits
+        and timeouts behave as for poll(). Keys and values are raw bytes, so a consumer with
+        deserializers refuses (InvalidArgumentError); without the native extension it needs pyarrow
+        (ArrowUnavailableError, raised before anything is consumed)."""
+        if self.config.key_deserializer is not None or self.config.value_deserializer is not None:
+            raise InvalidArgumentError("poll_arrow() hands out raw bytes: use poll() with key_deserializer "
+                                       "or value_deserializer, or leave them unset")
+        arrow.check_available()
+        return arrow.batch_of(await self.poll(timeout, max_records))
 
     def _stamp_poll(self) -> None:
         if self._poll_clock_paused:
