@@ -25,7 +25,7 @@ def _ran(label: str, entry: dict[str, Any]) -> str:
 def _row(label: str, entry: dict[str, Any], scale: bool) -> tuple[str, ...]:
     if "records_per_s" not in entry:
         failed = "failed: " + "; ".join(entry.get("errors", []))[:80]
-        return (label, failed, *[""] * (8 if scale else 7))
+        return (label, failed, *[""] * (7 if scale else 6))
     row = (_ran(label, entry), _fmt(entry, "records_per_s"), _fmt(entry, "mb_per_s", digits=1),
            _fmt(entry, "cpu_seconds", digits=2), _fmt(entry, "cpu_seconds_per_m_records", digits=2),
            _fmt(entry, "peak_rss_mb"), _fmt(entry, "vs_lite", digits=2), _fmt(entry, "fraction_of_limit", 100) + " %")

@@ -92,7 +92,7 @@ def consume(spec: Spec, watch: Stopwatch) -> Result:
     return asyncio.run(_consume(spec, watch))
 
 
-def _extra() -> dict[str, Any]:
+def _extra(spec: Spec) -> dict[str, Any]:
     return {"wire_bytes": _wire["bytes"]}
 
 

@@ -46,7 +46,9 @@ def consume(spec: Spec, watch: Stopwatch) -> Result:
 
 def _extra(spec: Spec) -> dict[str, Any]:
     loop = "uvloop" if "uvloop" in sys.modules else "asyncio"  # the loop that ran
-    return {"loop": loop, "decoder": native.decoder(), "why_python": native.why_python()}
+    # Where the extension came from: an editable install may load another checkout's build.
+    built = getattr(native.active, "__file__", None)
+    return {"loop": loop, "decoder": native.decoder(), "why_python": native.why_python(), "native_file": built}
 
 
 if __name__ == "__main__":
