@@ -19,13 +19,14 @@ def _ran(label: str, entry: dict[str, Any]) -> str:
     """The row's label, flagged when the record decoder that ran is not the one the label names."""
     expected = "python" if "pure Python" in label else "native"
     decoder = entry.get("decoder")
-    return f"{label} [ran: {decoder}]" if decoder is not None and decoder != expected else label
+    if decoder is not None and decoder != expected:
+        return f"{label} [ran: {decoder}]"
+    return f"{label} [native from another checkout]" if entry.get("native_from_other_checkout") else label
 
 
 def _row(label: str, entry: dict[str, Any], scale: bool) -> tuple[str, ...]:
     if "records_per_s" not in entry:
-        failed = "failed: " + "; ".join(entry.get("errors", []))[:80]
-        return (label, failed, *[""] * (7 if scale else 6))
+        return (label, "failed (below)", *[""] * (7 if scale else 6))
     row = (_ran(label, entry), _fmt(entry, "records_per_s"), _fmt(entry, "mb_per_s", digits=1),
            _fmt(entry, "cpu_seconds", digits=2), _fmt(entry, "cpu_seconds_per_m_records", digits=2),
            _fmt(entry, "peak_rss_mb"), _fmt(entry, "vs_lite", digits=2), _fmt(entry, "fraction_of_limit", 100) + " %")
@@ -45,6 +46,8 @@ def throughput_table(sets: dict[str, Any], scale: bool = False) -> str:
                      + ("; x 6 partitions = records/s / the same client's on 6 partitions (target >= 0.80)"
                         if scale else ""))
         lines.extend(grid(rows))
+        lines.extend(f"  {label} failed: " + "; ".join(e.split(" | ")[-1].strip() for e in entry["errors"])[:200]
+                     for label, entry in data["clients"].items() if "records_per_s" not in entry and "errors" in entry)
     return "\n".join(lines)
 
 

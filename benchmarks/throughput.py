@@ -57,7 +57,8 @@ SCALE_CLIENTS = (LIMIT, LITE, LITE_PURE, CONFLUENT_TUNED)
 FIGURES = ("records_per_s", "mb_per_s", "cpu_seconds", "cpu_seconds_per_m_records", "peak_rss_mb",
            "startup_seconds")
 RATIOS = ("vs_lite", "lite_vs_this", "fraction_of_limit", "vs_6_partitions", "cpu_vs_6_partitions")
-IDENTITY = ("decoder", "why_python", "native_file", "loop", "version", "librdkafka", "c_extension", "options")
+IDENTITY = ("decoder", "why_python", "native_file", "native_from_other_checkout",
+            "loop", "version", "librdkafka", "c_extension", "options")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -7,9 +7,11 @@ The record decoder is chosen by the environment (``AIOKAFKA_LITE_NO_NATIVE``, se
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from typing import Any
 
+import aiokafka_lite
 from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite.protocol import native
 from benchmarks.clients._harness import Result, Spec, Stopwatch, run
@@ -48,7 +50,9 @@ def _extra(spec: Spec) -> dict[str, Any]:
     loop = "uvloop" if "uvloop" in sys.modules else "asyncio"  # the loop that ran
     # Where the extension came from: an editable install may load another checkout's build.
     built = getattr(native.active, "__file__", None)
-    return {"loop": loop, "decoder": native.decoder(), "why_python": native.why_python(), "native_file": built}
+    foreign = built is not None and os.path.dirname(built) not in aiokafka_lite.__path__
+    return {"loop": loop, "decoder": native.decoder(), "why_python": native.why_python(), "native_file": built,
+            "native_from_other_checkout": foreign}
 
 
 if __name__ == "__main__":
