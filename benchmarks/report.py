@@ -26,25 +26,27 @@ def _ran(label: str, entry: dict[str, Any]) -> str:
 
 def _row(label: str, entry: dict[str, Any], scale: bool) -> tuple[str, ...]:
     if "records_per_s" not in entry:
-        return (label, "failed (below)", *[""] * (7 if scale else 6))
+        return (label, "failed (below)", *[""] * (8 if scale else 6))
     row = (_ran(label, entry), _fmt(entry, "records_per_s"), _fmt(entry, "mb_per_s", digits=1),
            _fmt(entry, "cpu_seconds", digits=2), _fmt(entry, "cpu_seconds_per_m_records", digits=2),
            _fmt(entry, "peak_rss_mb"), _fmt(entry, "vs_lite", digits=2), _fmt(entry, "fraction_of_limit", 100) + " %")
-    return (*row, _fmt(entry, "vs_6_partitions", digits=2)) if scale else row
+    if not scale:
+        return row
+    return (*row, _fmt(entry, "vs_6_partitions", digits=2), _fmt(entry, "cpu_vs_6_partitions", digits=2))
 
 
 def throughput_table(sets: dict[str, Any], scale: bool = False) -> str:
     header = ("client", "records/s (min-max)", "MB/s", "CPU s", "CPU s/M rec", "peak RSS MB", "x lite", "of limit")
     if scale:
-        header += ("x 6 partitions",)
+        header += ("x 6 partitions", "CPU/rec x 6 p")
     lines: list[str] = []
     for name, data in sets.items():
         rows = [header] + [_row(label, entry, scale) for label, entry in data["clients"].items()]
         where = f"{data.get('partitions', 6):,} partitions in {data.get('topics', 1)} topic(s)"
         lines.append(f"\n{name}: {data['records']:,} records, {where}, {data['compression']} compression; "
                      "x lite = records/s / aiokafka-lite (native)'s, of limit = records/s / the bare Fetch loop's"
-                     + ("; x 6 partitions = records/s / the same client's on 6 partitions (target >= 0.80)"
-                        if scale else ""))
+                     + ("; x 6 partitions = records/s / the same client's on 6 partitions (target >= 0.80), "
+                        "CPU/rec x 6 p = CPU s per record / the same client's on 6 partitions" if scale else ""))
         lines.extend(grid(rows))
         lines.extend(f"  {label} failed: " + "; ".join(e.split(" | ")[-1].strip() for e in entry["errors"])[:200]
                      for label, entry in data["clients"].items() if "records_per_s" not in entry and "errors" in entry)
