@@ -11,15 +11,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 LITE_COLOR = "#1f77b4"
-COLORS = {"aiokafka-lite": LITE_COLOR, "aiokafka-lite uvloop": "#6baed6", "confluent-kafka": "#ff7f0e",
-          "aiokafka": "#2ca02c", "kafka-python": "#9467bd", "limit (bare Fetch)": "#7f7f7f"}
+# By label prefix, most specific first: a new client gets its family's colour (or grey) without an entry.
+COLORS = {"aiokafka-lite (pure Python)": "#9ecae1", "aiokafka-lite (native, uvloop)": "#6baed6",
+          "aiokafka-lite": LITE_COLOR, "confluent-kafka AIO": "#fdae6b", "confluent-kafka": "#ff7f0e",
+          "aiokafka": "#2ca02c", "kafka-python": "#9467bd", "limit": "#7f7f7f"}
+
+
+def _color(label: str) -> str:
+    return next((color for prefix, color in COLORS.items() if label.startswith(prefix)), "#999999")
 
 
 def _bars(ax: Any, labels: list[str], entries: list[dict[str, Any]], scale: float, fmt: str) -> None:
     medians = [e["median"] * scale for e in entries]
     low = [(e["median"] - e["min"]) * scale for e in entries]
     high = [(e["max"] - e["median"]) * scale for e in entries]
-    ax.barh(labels, medians, xerr=[low, high], capsize=3, color=[COLORS.get(lb, "#999999") for lb in labels])
+    ax.barh(labels, medians, xerr=[low, high], capsize=3, color=[_color(lb) for lb in labels])
     ax.invert_yaxis()
     for y, (value, above) in enumerate(zip(medians, high, strict=True)):
         ax.text(value + above, y, " " + fmt.format(value), va="center", fontsize=8)  # right of the error bar
@@ -27,9 +33,11 @@ def _bars(ax: Any, labels: list[str], entries: list[dict[str, Any]], scale: floa
     ax.grid(axis="x", alpha=0.3)
 
 
-def throughput_chart(results: dict[str, Any], path: Path, figure: str = "records_per_s") -> None:
-    sets = results["throughput"]
-    fig, axes = plt.subplots(len(sets), 1, figsize=(8, 2.3 * len(sets)), squeeze=False)
+def throughput_chart(results: dict[str, Any], path: Path, figure: str = "records_per_s",
+                     part: str = "throughput") -> None:
+    sets = results[part]
+    rows = max(len(data["clients"]) for data in sets.values())
+    fig, axes = plt.subplots(len(sets), 1, figsize=(8, (0.8 + 0.25 * rows) * len(sets)), squeeze=False)
     for ax, (name, data) in zip(axes[:, 0], sets.items(), strict=True):
         items = [(lb, e[figure]) for lb, e in data["clients"].items() if figure in e]
         # A compressed topic's limit counts compressed bytes: a bar 30x the others says nothing.
@@ -44,7 +52,8 @@ def throughput_chart(results: dict[str, Any], path: Path, figure: str = "records
             _bars(ax, [lb for lb, _ in items], [e for _, e in items], 100, "{:.0f} %")
             ax.set_xlabel("records/s as % of the bare Fetch loop (same run)")
         note = " (limit left out: it reads compressed bytes)" if data["compression"] != "none" else ""
-        ax.set_title(f"{name}: {data['records']:,} records, 6 partitions{note}", fontsize=10)
+        ax.set_title(f"{name}: {data['records']:,} records, {data.get('partitions', 6):,} partitions{note}",
+                     fontsize=10)
     title = "Consumer throughput" if figure == "records_per_s" else "Fraction of the bare-fetch limit"
     fig.suptitle(f"{title} - {results['broker']}", fontsize=11)
     fig.tight_layout()
@@ -63,7 +72,7 @@ def liveness_chart(results: dict[str, Any], path: Path) -> None:
     jitter = [(client, fig) for client, fig in live.get("heartbeat_jitter", {}).items() if "gap_p50_ms" in fig]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.6))
     if rows:
-        colors = [LITE_COLOR if r[0].startswith("aiokafka-lite") else COLORS["aiokafka"] for r in rows]
+        colors = [LITE_COLOR if r[0].startswith("aiokafka-lite") else _color("aiokafka") for r in rows]
         ax1.barh([r[0] for r in rows], [r[1] for r in rows], color=colors)
         ax1.invert_yaxis()
         for y, (_, value) in enumerate(rows):
@@ -99,6 +108,9 @@ def write_all(results: dict[str, Any], directory: Path) -> list[Path]:
         for figure, name in (("records_per_s", "throughput.png"), ("fraction_of_limit", "fraction_of_limit.png")):
             throughput_chart(results, directory / name, figure)
             paths.append(directory / name)
+    if "scale" in results:
+        throughput_chart(results, directory / "scale.png", part="scale")
+        paths.append(directory / "scale.png")
     if "liveness" in results:
         liveness_chart(results, directory / "liveness.png")
         paths.append(directory / "liveness.png")

@@ -1,4 +1,8 @@
-"""The data sets: topics of 6 partitions, produced once per benchmark run with a reference producer."""
+"""The data sets, produced once per benchmark run with a reference producer (librdkafka).
+
+Throughput: three topics of 6 partitions. Scale: the same 100 B records spread over 200 topics of
+6 partitions (1,200 partitions), consumed with all 1,200 assigned by hand.
+"""
 
 from __future__ import annotations
 
@@ -11,25 +15,45 @@ from dataclasses import dataclass
 from aiokafka_lite.testing.helpers import create_topic, produce
 
 PARTITIONS = 6
+SCALE_TOPICS = 200
 
 
 @dataclass(frozen=True)
 class Dataset:
     name: str  # the label in tables and charts
-    topic: str
-    records: int
+    topics: tuple[str, ...]
+    records: int  # over all topics
     value_size: int
     compression: str = "none"
+    partitions: int = PARTITIONS  # per topic
+
+    @property
+    def total_partitions(self) -> int:
+        return len(self.topics) * self.partitions
+
+    def describe(self) -> str:
+        where = self.topics[0] if len(self.topics) == 1 else f"{len(self.topics)} topics {self.topics[0]}..."
+        return f"{self.records:,} x {self.value_size} B ({self.compression}) to {where}"
 
 
 def datasets(records: int) -> list[Dataset]:
     """100 B x N, 1 KB x N/5 and 100 B x N lz4-compressed (the issue's three cases); fresh topic names."""
     tag = uuid.uuid4().hex[:6]
     return [
-        Dataset("100 B", f"bench-100b-{tag}", records, 100),
-        Dataset("1 KB", f"bench-1kb-{tag}", max(records // 5, 1), 1000),
-        Dataset("100 B lz4", f"bench-100b-lz4-{tag}", records, 100, "lz4"),
+        Dataset("100 B", (f"bench-100b-{tag}",), records, 100),
+        Dataset("1 KB", (f"bench-1kb-{tag}",), max(records // 5, 1), 1000),
+        Dataset("100 B lz4", (f"bench-100b-lz4-{tag}",), records, 100, "lz4"),
     ]
+
+
+def scale_datasets(records: int, six: Dataset | None = None) -> list[Dataset]:
+    """The 6-partition 100 B case (``six`` if the throughput part produced it already) and the same
+    records over 200 topics x 6 partitions: the scale case is measured against the first in one run."""
+    tag = uuid.uuid4().hex[:6]
+    six = six or Dataset("100 B", (f"bench-100b-{tag}",), records, 100)
+    topics = tuple(f"bench-scale-{tag}-{i:03d}" for i in range(SCALE_TOPICS))
+    wide = Dataset(f"100 B, {len(topics) * PARTITIONS:,} partitions", topics, records, 100)
+    return [six, wide]
 
 
 def _values(count: int, size: int) -> Iterator[tuple[None, bytes]]:
@@ -43,11 +67,18 @@ def _values(count: int, size: int) -> Iterator[tuple[None, bytes]]:
 
 
 def produce_dataset(bootstrap: str, dataset: Dataset) -> float:
-    """Create the topic and fill it round-robin over its partitions; returns the seconds it took."""
+    """Create the topics and fill them round-robin over their partitions; returns the seconds it took.
+
+    Each topic gets an equal share of the records, round-robin over its partitions (one producer per
+    topic: the helper produces to one topic)."""
     began = time.monotonic()
-    create_topic(bootstrap, dataset.topic, partitions=PARTITIONS)
-    records = ({"key": key, "value": value, "partition": i % PARTITIONS}
-               for i, (key, value) in enumerate(_values(dataset.records, dataset.value_size)))
-    produce(bootstrap, dataset.topic, records, compression=dataset.compression, timeout=120.0,
-            linger_ms=20, batch_size=1_000_000)
+    count = len(dataset.topics)
+    for topic in dataset.topics:
+        create_topic(bootstrap, topic, partitions=dataset.partitions)
+    for t, topic in enumerate(dataset.topics):
+        share = dataset.records // count + (1 if t < dataset.records % count else 0)
+        records = ({"key": key, "value": value, "partition": i % dataset.partitions}
+                   for i, (key, value) in enumerate(_values(share, dataset.value_size)))
+        produce(bootstrap, topic, records, compression=dataset.compression, timeout=120.0,
+                linger_ms=20, batch_size=1_000_000)
     return time.monotonic() - began

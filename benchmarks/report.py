@@ -15,25 +15,45 @@ def _fmt(entry: dict[str, Any], figure: str, scale: float = 1.0, digits: int = 0
     return f"{s['median'] * scale:,.{digits}f} ({s['min'] * scale:,.{digits}f}-{s['max'] * scale:,.{digits}f})"
 
 
-def throughput_table(results: dict[str, Any]) -> str:
-    header = ("client", "records/s (min-max)", "MB/s", "CPU s", "peak RSS MB", "x lite", "of limit")
+def _ran(label: str, entry: dict[str, Any]) -> str:
+    """The row's label, flagged when the record decoder that ran is not the one the label names."""
+    expected = "python" if "pure Python" in label else "native"
+    decoder = entry.get("decoder")
+    if decoder is not None and decoder != expected:
+        return f"{label} [ran: {decoder}]"
+    return f"{label} [native from another checkout]" if entry.get("native_from_other_checkout") else label
+
+
+def _row(label: str, entry: dict[str, Any], scale: bool) -> tuple[str, ...]:
+    if "records_per_s" not in entry:
+        return (label, "failed (below)", *[""] * (8 if scale else 6))
+    row = (_ran(label, entry), _fmt(entry, "records_per_s"), _fmt(entry, "mb_per_s", digits=1),
+           _fmt(entry, "cpu_seconds", digits=2), _fmt(entry, "cpu_seconds_per_m_records", digits=2),
+           _fmt(entry, "peak_rss_mb"), _fmt(entry, "vs_lite", digits=2), _fmt(entry, "fraction_of_limit", 100) + " %")
+    if not scale:
+        return row
+    return (*row, _fmt(entry, "vs_6_partitions", digits=2), _fmt(entry, "cpu_vs_6_partitions", digits=2))
+
+
+def throughput_table(sets: dict[str, Any], scale: bool = False) -> str:
+    header = ("client", "records/s (min-max)", "MB/s", "CPU s", "CPU s/M rec", "peak RSS MB", "x lite", "of limit")
+    if scale:
+        header += ("x 6 partitions", "CPU/rec x 6 p")
     lines: list[str] = []
-    for name, data in results["throughput"].items():
-        rows = [header]
-        for label, entry in data["clients"].items():
-            if "records_per_s" not in entry:
-                rows.append((label, "failed: " + "; ".join(entry.get("errors", []))[:80], "", "", "", "", ""))
-                continue
-            rows.append((label, _fmt(entry, "records_per_s"), _fmt(entry, "mb_per_s", digits=1),
-                         _fmt(entry, "cpu_seconds", digits=2), _fmt(entry, "peak_rss_mb"),
-                         _fmt(entry, "vs_lite", digits=2), _fmt(entry, "fraction_of_limit", 100) + " %"))
-        lines.append(f"\n{name}: {data['records']:,} records, {data['compression']} compression; "
-                     "x lite = records/s / aiokafka-lite's, of limit = records/s / the bare Fetch loop's")
-        lines.extend(_grid(rows))
+    for name, data in sets.items():
+        rows = [header] + [_row(label, entry, scale) for label, entry in data["clients"].items()]
+        where = f"{data.get('partitions', 6):,} partitions in {data.get('topics', 1)} topic(s)"
+        lines.append(f"\n{name}: {data['records']:,} records, {where}, {data['compression']} compression; "
+                     "x lite = records/s / aiokafka-lite (native)'s, of limit = records/s / the bare Fetch loop's"
+                     + ("; x 6 partitions = records/s / the same client's on 6 partitions (target >= 0.80), "
+                        "CPU/rec x 6 p = CPU s per record / the same client's on 6 partitions" if scale else ""))
+        lines.extend(grid(rows))
+        lines.extend(f"  {label} failed: " + "; ".join(e.split(" | ")[-1].strip() for e in entry["errors"])[:200]
+                     for label, entry in data["clients"].items() if "records_per_s" not in entry and "errors" in entry)
     return "\n".join(lines)
 
 
-def _grid(rows: Sequence[tuple[str, ...]], left: int = 1) -> list[str]:
+def grid(rows: Sequence[tuple[str, ...]], left: int = 1) -> list[str]:
     """Aligned columns: the first ``left`` columns flush left (text), the rest flush right (numbers)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
@@ -68,7 +88,7 @@ def liveness_table(live: dict[str, Any]) -> str:
                 if fig.get("leave_delay_seconds") is not None:
                     text += f"; LeaveGroup {fig['leave_delay_seconds'] * 1000:.1f} ms after the deadline"
                 rows.append((scenario, client, text))
-    return "\n".join(_grid(rows, left=3))
+    return "\n".join(grid(rows, left=3))
 
 
 def blocked_table(blocked: dict[str, Any]) -> str:
@@ -78,7 +98,7 @@ def blocked_table(blocked: dict[str, Any]) -> str:
             rows.append((label, "failed", str(fig["error"])[:60]))
             continue
         rows.append((label, "yes" if fig["rebalanced"] else "no", _secs(fig.get("peer_took_partitions_after_seconds"))))
-    return "\n".join(_grid(rows))
+    return "\n".join(grid(rows))
 
 
 def idle_table(idle: dict[str, Any]) -> str:
@@ -88,13 +108,16 @@ def idle_table(idle: dict[str, Any]) -> str:
             rows.append((label, "failed", str(fig["error"])[:60], ""))
             continue
         rows.append((label, f"{fig['cpu_percent']:.2f}", f"{fig['rss_mb']:.1f}", f"{fig['seconds']:.0f} s"))
-    return "\n".join(_grid(rows))
+    return "\n".join(grid(rows))
 
 
 def render(results: dict[str, Any]) -> str:
     parts = [f"broker: {results['broker']}   runs: {results['runs']}   machine: {results['machine']}"]
     if "throughput" in results:
-        parts.append(throughput_table(results))
+        parts.append(throughput_table(results["throughput"]))
+    if "scale" in results:
+        parts.append("\nScale: the 100 B records over 200 topics x 6 partitions, against 6 partitions in the same run")
+        parts.append(throughput_table(results["scale"], scale=True))
     for key, title, fn in (("liveness", "Liveness", liveness_table), ("blocked_loop", "Blocked loop", blocked_table),
                            ("idle", "Idle cost", idle_table)):
         if key in results:

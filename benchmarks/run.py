@@ -1,8 +1,9 @@
 """One command for the whole benchmark: ``python -m benchmarks.run [--broker kafka|tansu] [--records N]
-[--runs K] [--quick]``.
+[--runs K] [--quick] [--only PART ...]``.
 
 Starts its own broker, produces the data sets once, then measures throughput (every client in its
-own process), liveness, the blocked-loop row and idle cost; prints tables, writes
+own process), scale (the same records over 1,200 partitions), liveness, the blocked-loop row and
+idle cost; prints tables, writes
 ``benchmarks/results/<timestamp>.json`` + ``latest.json`` and PNG charts next to them.
 """
 
@@ -19,13 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import blocked, charts, liveness, report, throughput
+from benchmarks import blocked, liveness, report, throughput
 from benchmarks.brokers import describe, start_broker
-from benchmarks.data import datasets, produce_dataset
+from benchmarks.data import Dataset, datasets, produce_dataset, scale_datasets
 from benchmarks.peers import new_topic
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PARTS = ("throughput", "liveness", "blocked", "idle")
+PARTS = ("throughput", "scale", "liveness", "blocked", "idle")
 IDLE_CLIENTS = ("aiokafka-lite", "aiokafka-lite thread", "aiokafka")
 
 
@@ -66,6 +67,13 @@ def _idle(bootstrap: str, seconds: float) -> dict[str, Any]:
     return out
 
 
+def _produce(bootstrap: str, sets: list[Dataset]) -> None:
+    for dataset in sets:
+        _log(f"producing {dataset.describe()}")
+        seconds = produce_dataset(bootstrap, dataset)
+        _log(f"    {seconds:.1f} s")
+
+
 def _machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
@@ -74,12 +82,17 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     results: dict[str, Any] = {"broker": describe(args.broker), "runs": args.runs, "machine": _machine(),
                                "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     began = time.monotonic()
+    six: Dataset | None = None
     if "throughput" in args.only:
         sets = datasets(args.records)
-        for dataset in sets:
-            _log(f"producing {dataset.records:,} x {dataset.value_size} B ({dataset.compression}) to {dataset.topic}")
-            produce_dataset(bootstrap, dataset)
+        _produce(bootstrap, sets)
+        six = sets[0]
         results["throughput"] = throughput.measure(bootstrap, sets, args.runs, args.clients, _log)
+    if "scale" in args.only:
+        sets = scale_datasets(args.records, six)
+        _produce(bootstrap, [dataset for dataset in sets if dataset is not six])
+        clients = [label for label in throughput.SCALE_CLIENTS if label in args.clients]
+        results["scale"] = throughput.measure_scale(bootstrap, sets, args.runs, clients, _log)
     if "liveness" in args.only:
         results["liveness"] = asyncio.run(liveness.run_all(bootstrap, args.quick, _log))
     if "blocked" in args.only:
@@ -99,7 +112,17 @@ def save(results: dict[str, Any]) -> list[Path]:
     paths = [RESULTS / f"{stamp}.json", RESULTS / "latest.json"]
     for path in paths:
         path.write_text(text + "\n")
-    return paths + charts.write_all(results, RESULTS)
+    return paths + _charts(results)
+
+
+def _charts(results: dict[str, Any]) -> list[Path]:
+    """The PNG charts, or none (with a note) when matplotlib is not installed."""
+    try:
+        from benchmarks import charts
+    except ImportError as exc:
+        _log(f"no charts: {exc} (pip install -e '.[bench]')")
+        return []
+    return charts.write_all(results, RESULTS)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -107,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.render:
         results = json.loads(Path(args.render).read_text())
         print(report.render(results))
-        for path in charts.write_all(results, RESULTS):
+        for path in _charts(results):
             print(f"wrote {path}")
         return
     if args.bootstrap:

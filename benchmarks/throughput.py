@@ -2,6 +2,9 @@
 
 Clients run interleaved within each run (run 1: all clients on all data sets, then run 2 ...), so
 drift on a shared machine hits them alike; ratios are computed within a run, then summarised.
+
+Adding a client is one module under ``benchmarks/clients/`` (``consume(spec, watch)`` handed to
+``_harness.run``) and one line in ``CLIENTS`` below.
 """
 
 from __future__ import annotations
@@ -11,34 +14,63 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from benchmarks.clients._harness import Spec
-from benchmarks.data import PARTITIONS, Dataset
+from benchmarks.data import Dataset
 
-LITE = "aiokafka-lite"
+
+@dataclass(frozen=True)
+class Client:
+    module: str  # under benchmarks.clients
+    uvloop: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)  # added to the client process's environment
+    options: Mapping[str, Any] = field(default_factory=dict)  # client settings (Spec.options)
+
+
+# fetch.queue.backoff.ms that maximised confluent-kafka's records/s on the 100 B data set in a sweep
+# over 0/1/10/100 (``python -m benchmarks.sweep``; the result is in benchmarks/README.md).
+TUNED_BACKOFF_MS = 10
+_TUNED = {"fetch.queue.backoff.ms": TUNED_BACKOFF_MS}
+_NATIVE = {"AIOKAFKA_LITE_NO_NATIVE": "0"}  # the JSON's "decoder" says whether it was built
+_PURE = {"AIOKAFKA_LITE_NO_NATIVE": "1"}
+
+LITE = "aiokafka-lite (native)"
+LITE_PURE = "aiokafka-lite (pure Python)"
 LIMIT = "limit (bare Fetch)"
-# label -> (module under benchmarks.clients, run on uvloop)
-CLIENTS: dict[str, tuple[str, bool]] = {
-    LIMIT: ("limit", False),
-    LITE: ("lite", False),
-    "aiokafka-lite uvloop": ("lite", True),
-    "confluent-kafka": ("confluent", False),
-    "aiokafka": ("aiokafka_peer", False),
-    "kafka-python": ("kafka_python", False),
+CONFLUENT_TUNED = f"confluent-kafka (tuned fetch.queue.backoff.ms={TUNED_BACKOFF_MS})"
+CLIENTS: dict[str, Client] = {
+    LIMIT: Client("limit"),
+    LITE: Client("lite", env=_NATIVE),
+    LITE_PURE: Client("lite", env=_PURE),
+    "aiokafka-lite (native, uvloop)": Client("lite", uvloop=True, env=_NATIVE),
+    "confluent-kafka (defaults)": Client("confluent"),
+    CONFLUENT_TUNED: Client("confluent", options=_TUNED),
+    "confluent-kafka AIO (defaults)": Client("confluent_aio"),
+    f"confluent-kafka AIO (tuned fetch.queue.backoff.ms={TUNED_BACKOFF_MS})": Client("confluent_aio", options=_TUNED),
+    "aiokafka": Client("aiokafka_peer"),
+    "kafka-python": Client("kafka_python"),
 }
-FIGURES = ("records_per_s", "mb_per_s", "cpu_seconds", "peak_rss_mb", "startup_seconds")
+SCALE_CLIENTS = (LIMIT, LITE, LITE_PURE, CONFLUENT_TUNED)
+FIGURES = ("records_per_s", "mb_per_s", "cpu_seconds", "cpu_seconds_per_m_records", "peak_rss_mb",
+           "startup_seconds")
+RATIOS = ("vs_lite", "lite_vs_this", "fraction_of_limit", "vs_6_partitions", "cpu_vs_6_partitions")
+IDENTITY = ("decoder", "why_python", "native_file", "native_from_other_checkout",
+            "loop", "version", "librdkafka", "c_extension", "options")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_client(label: str, bootstrap: str, dataset: Dataset, timeout: float = 900.0) -> dict[str, Any]:
-    module, uvloop = CLIENTS[label]
-    spec = Spec(bootstrap=bootstrap, topic=dataset.topic, partitions=PARTITIONS, records=dataset.records,
-                uvloop=uvloop, value_size=dataset.value_size)
-    proc = subprocess.run([sys.executable, "-m", f"benchmarks.clients.{module}", json.dumps(asdict(spec))],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+def run_client(label: str, bootstrap: str, dataset: Dataset, timeout: float = 900.0,
+               client: Client | None = None) -> dict[str, Any]:
+    """Run one client process (``CLIENTS[label]`` unless ``client`` is given) and return its figures."""
+    client = client or CLIENTS[label]
+    spec = Spec(bootstrap=bootstrap, topics=list(dataset.topics), partitions=dataset.partitions,
+                records=dataset.records, uvloop=client.uvloop, value_size=dataset.value_size,
+                options=dict(client.options), label=label)
+    proc = subprocess.run([sys.executable, "-m", f"benchmarks.clients.{client.module}", json.dumps(asdict(spec))],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **client.env})
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -52,7 +84,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def _with_ratios(run: dict[str, dict[str, Any]]) -> None:
-    """Add, within one run, each client's ratio to aiokafka-lite and its fraction of the limit."""
+    """Add, within one run, each client's ratio to aiokafka-lite (native) and its fraction of the limit."""
     lite = run.get(LITE, {}).get("records_per_s")
     limit = run.get(LIMIT, {}).get("records_per_s")
     for result in run.values():
@@ -66,32 +98,70 @@ def _with_ratios(run: dict[str, dict[str, Any]]) -> None:
             result["fraction_of_limit"] = rate / limit
 
 
+def _one_run(bootstrap: str, dataset: Dataset, clients: list[str], log: Callable[[str], None],
+             step: str) -> dict[str, dict[str, Any]]:
+    run: dict[str, dict[str, Any]] = {}
+    for label in clients:
+        log(f"{step}: {dataset.name}: {label}")
+        run[label] = run_client(label, bootstrap, dataset)
+        rate = run[label].get("records_per_s")
+        log(f"    {run[label]['error']}" if rate is None else f"    {rate:,.0f} records/s")
+    _with_ratios(run)
+    return run
+
+
 def measure(bootstrap: str, sets: list[Dataset], runs: int, clients: list[str],
             log: Callable[[str], None]) -> dict[str, Any]:
     raw: dict[str, list[dict[str, dict[str, Any]]]] = {d.name: [] for d in sets}
     for k in range(runs):
         for dataset in sets:
-            run: dict[str, dict[str, Any]] = {}
-            for label in clients:
-                log(f"throughput run {k + 1}/{runs}: {dataset.name}: {label}")
-                run[label] = run_client(label, bootstrap, dataset)
-                rate = run[label].get("records_per_s")
-                log(f"    {run[label]['error']}" if rate is None else f"    {rate:,.0f} records/s")
-            _with_ratios(run)
-            raw[dataset.name].append(run)
+            raw[dataset.name].append(_one_run(bootstrap, dataset, clients, log, f"throughput run {k + 1}/{runs}"))
     return {d.name: _summarise(raw[d.name], clients, d) for d in sets}
+
+
+def _vs_six(six: dict[str, dict[str, Any]], wide: dict[str, dict[str, Any]]) -> None:
+    """Within one run: each client's records/s and CPU per record on the wide set over the 6-partition set's."""
+    for label, result in wide.items():
+        base = six.get(label, {})
+        if "records_per_s" in result and "records_per_s" in base:
+            result["vs_6_partitions"] = result["records_per_s"] / base["records_per_s"]
+            result["cpu_vs_6_partitions"] = result["cpu_seconds_per_m_records"] / base["cpu_seconds_per_m_records"]
+
+
+def measure_scale(bootstrap: str, sets: list[Dataset], runs: int, clients: list[str],
+                  log: Callable[[str], None]) -> dict[str, Any]:
+    """``sets`` is (the 6-partition case, the many-partition case); each run measures both."""
+    six, wide = sets
+    raw: dict[str, list[dict[str, dict[str, Any]]]] = {six.name: [], wide.name: []}
+    for k in range(runs):
+        for dataset in sets:
+            raw[dataset.name].append(_one_run(bootstrap, dataset, clients, log, f"scale run {k + 1}/{runs}"))
+        _vs_six(raw[six.name][-1], raw[wide.name][-1])
+    return {d.name: _summarise(raw[d.name], clients, d) for d in sets}
+
+
+def _identity(ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """What actually ran (decoder, loop, versions, options), as reported by the client processes."""
+    out: dict[str, Any] = {}
+    for key in IDENTITY:
+        values = [r[key] for r in ok if key in r]
+        distinct = [v for i, v in enumerate(values) if v not in values[:i]]
+        if distinct:
+            out[key] = distinct[0] if len(distinct) == 1 else distinct
+    return out
 
 
 def _summarise(runs: list[dict[str, dict[str, Any]]], clients: list[str], dataset: Dataset) -> dict[str, Any]:
     out: dict[str, Any] = {"records": dataset.records, "value_size": dataset.value_size,
-                           "compression": dataset.compression, "clients": {}}
+                           "compression": dataset.compression, "topics": len(dataset.topics),
+                           "partitions": dataset.total_partitions, "clients": {}}
     for label in clients:
         ok = [run[label] for run in runs if "error" not in run[label]]
-        entry: dict[str, Any] = {"runs": len(runs), "ok_runs": len(ok)}
+        entry: dict[str, Any] = {"runs": len(runs), "ok_runs": len(ok), **_identity(ok)}
         errors = [run[label]["error"] for run in runs if "error" in run[label]]
         if errors:
             entry["errors"] = errors
-        for figure in (*FIGURES, "vs_lite", "lite_vs_this", "fraction_of_limit"):
+        for figure in (*FIGURES, *RATIOS):
             values = [r[figure] for r in ok if r.get(figure) is not None]
             if values:
                 entry[figure] = summary(values)

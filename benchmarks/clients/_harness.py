@@ -2,26 +2,35 @@
 
 from __future__ import annotations
 
+import cProfile
 import json
+import os
+import re
 import resource
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
 @dataclass
 class Spec:
     bootstrap: str
-    topic: str
-    partitions: int
-    records: int
+    topics: list[str]
+    partitions: int  # per topic; every client assigns all of them by hand
+    records: int  # over all topics
     batch: int = 10_000  # records per poll()/consume()/getmany() call, for every client
     fetch_max_bytes: int = 52_428_800  # Kafka's default, set explicitly on every client
     max_partition_fetch_bytes: int = 1_048_576
     uvloop: bool = False
     value_size: int = 0  # bytes per value in this topic (the limit counts no payload itself)
+    options: dict[str, Any] = field(default_factory=dict)  # client settings for this row (librdkafka's)
+    label: str = ""  # the row in the tables: names the profile file
+
+    def assignment(self) -> list[tuple[str, int]]:
+        """Every (topic, partition) of the data set, topic by topic."""
+        return [(topic, p) for topic in self.topics for p in range(self.partitions)]
 
 
 def _cpu() -> float:
@@ -69,11 +78,26 @@ def peak_rss_mb() -> float:
 Result = tuple[int, int]  # (records consumed, payload bytes consumed: key + value lengths)
 
 
-def run(consume: Callable[[Spec, Stopwatch], Result], extra: Callable[[], dict[str, Any]] | None = None) -> None:
+def _profiled(consume: Callable[[Spec, Stopwatch], Result], spec: Spec, watch: Stopwatch) -> Result:
+    """Run ``consume`` under cProfile when BENCH_PROFILE_DIR is set; the stats go to
+    ``<dir>/<label>-<topics>-<pid>.prof`` (read them with ``python -m pstats``)."""
+    directory = os.environ.get("BENCH_PROFILE_DIR")
+    if not directory:
+        return consume(spec, watch)
+    profile = cProfile.Profile()
+    try:
+        return profile.runcall(consume, spec, watch)
+    finally:
+        name = re.sub(r"[^A-Za-z0-9.=-]+", "_", f"{spec.label}-{len(spec.topics)}x{spec.partitions}-{os.getpid()}")
+        os.makedirs(directory, exist_ok=True)
+        profile.dump_stats(os.path.join(directory, name + ".prof"))
+
+
+def run(consume: Callable[[Spec, Stopwatch], Result], extra: Callable[[Spec], dict[str, Any]] | None = None) -> None:
     """Parse the spec from argv, run ``consume`` and print the figures as one JSON line."""
     spec = Spec(**json.loads(sys.argv[1]))
     watch = Stopwatch()
-    records, payload = consume(spec, watch)
+    records, payload = _profiled(consume, spec, watch)
     watch.stop()
     assert watch.wall is not None
     assert watch.cpu is not None
@@ -90,10 +114,11 @@ def run(consume: Callable[[Spec, Stopwatch], Result], extra: Callable[[], dict[s
         "seconds": watch.wall,
         "startup_seconds": first_at - watch.wall0,
         "cpu_seconds": watch.cpu,
+        "cpu_seconds_per_m_records": watch.cpu / records * 1e6,
         "peak_rss_mb": peak_rss_mb(),
         "records_per_s": steady_records / steady,
         "mb_per_s": payload * steady_records / records / steady / 1e6,
     }
     if extra is not None:
-        out.update(extra())
+        out.update(extra(spec))
     print(json.dumps(out), flush=True)

@@ -17,7 +17,7 @@ async def _consume(spec: Spec, watch: Stopwatch) -> Result:
         fetch_max_bytes=spec.fetch_max_bytes, max_partition_fetch_bytes=spec.max_partition_fetch_bytes)
     await consumer.start()
     try:
-        consumer.assign([aiokafka.TopicPartition(spec.topic, p) for p in range(spec.partitions)])
+        consumer.assign([aiokafka.TopicPartition(topic, p) for topic, p in spec.assignment()])
         count = payload = 0
         while count < spec.records:
             batches = await consumer.getmany(timeout_ms=1000, max_records=spec.batch)
@@ -36,7 +36,7 @@ def consume(spec: Spec, watch: Stopwatch) -> Result:
     return asyncio.run(_consume(spec, watch))
 
 
-def _extra() -> dict[str, Any]:
+def _extra(spec: Spec) -> dict[str, Any]:
     c_extension = default_records.DefaultRecordBatch.__module__.startswith("aiokafka.record._crecords")
     return {"version": aiokafka.__version__, "c_extension": c_extension}
 

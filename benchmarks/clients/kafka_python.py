@@ -15,7 +15,7 @@ def consume(spec: Spec, watch: Stopwatch) -> Result:
         fetch_max_bytes=spec.fetch_max_bytes, max_partition_fetch_bytes=spec.max_partition_fetch_bytes,
         max_poll_records=spec.batch)
     try:
-        consumer.assign([kafka.TopicPartition(spec.topic, p) for p in range(spec.partitions)])
+        consumer.assign([kafka.TopicPartition(topic, p) for topic, p in spec.assignment()])
         count = payload = 0
         while count < spec.records:
             batches = consumer.poll(timeout_ms=1000)
@@ -30,7 +30,7 @@ def consume(spec: Spec, watch: Stopwatch) -> Result:
     return count, payload
 
 
-def _extra() -> dict[str, Any]:
+def _extra(spec: Spec) -> dict[str, Any]:
     return {"version": kafka.__version__}
 
 

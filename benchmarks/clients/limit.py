@@ -39,15 +39,18 @@ def _walk(data: bytes) -> tuple[int, int]:
     return next_offset, records
 
 
-def _body(spec: Spec, offsets: dict[int, int]) -> dict[str, Any]:
-    parts = [{"partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
-              "partition_max_bytes": spec.max_partition_fetch_bytes} for p, offset in offsets.items()]
+def _body(spec: Spec, offsets: dict[tuple[str, int], int]) -> dict[str, Any]:
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (topic, p), offset in offsets.items():
+        by_topic[topic].append({"partition": p, "current_leader_epoch": -1, "fetch_offset": offset,
+                                "log_start_offset": -1, "partition_max_bytes": spec.max_partition_fetch_bytes})
     return {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": spec.fetch_max_bytes,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": spec.topic, "partitions": parts}], "forgotten_topics_data": [], "rack_id": ""}
+            "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
+            "forgotten_topics_data": [], "rack_id": ""}
 
 
-async def _fetch_loop(cluster: Cluster, spec: Spec, node: int, offsets: dict[int, int], totals: list[int],
+async def _fetch_loop(cluster: Cluster, spec: Spec, node: int, offsets: dict[tuple[str, int], int], totals: list[int],
                       watch: Stopwatch) -> None:
     conn = await cluster.connection(node)
     version = conn.version_for(FETCH, MAX_FETCH_VERSION)
@@ -60,7 +63,7 @@ async def _fetch_loop(cluster: Cluster, spec: Spec, node: int, offsets: dict[int
                 _wire["bytes"] += len(data)
                 next_offset, records = _walk(data)
                 if next_offset > 0:
-                    offsets[part["partition_index"]] = next_offset
+                    offsets[topic["topic"], part["partition_index"]] = next_offset
                     totals[0] += records
         watch.first(totals[0] - before)
 
@@ -70,12 +73,12 @@ async def _consume(spec: Spec, watch: Stopwatch) -> Result:
     cluster = Cluster(ConnectionOptions(), [(host, int(port))])
     await cluster.bootstrap()
     try:
-        await cluster.refresh_metadata([spec.topic])
-        by_node: dict[int, dict[int, int]] = defaultdict(dict)
-        for p in range(spec.partitions):
-            leader = cluster.leader_for(TopicPartition(spec.topic, p))
+        await cluster.refresh_metadata(spec.topics)
+        by_node: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
+        for topic, p in spec.assignment():
+            leader = cluster.leader_for(TopicPartition(topic, p))
             assert leader is not None
-            by_node[leader][p] = 0
+            by_node[leader][topic, p] = 0
         totals = [0]
         await asyncio.gather(*(_fetch_loop(cluster, spec, node, offsets, totals, watch)
                                for node, offsets in by_node.items()))
@@ -89,7 +92,7 @@ def consume(spec: Spec, watch: Stopwatch) -> Result:
     return asyncio.run(_consume(spec, watch))
 
 
-def _extra() -> dict[str, Any]:
+def _extra(spec: Spec) -> dict[str, Any]:
     return {"wire_bytes": _wire["bytes"]}
 
 

@@ -1,11 +1,19 @@
-"""aiokafka-lite: ``await consumer.poll()`` in a loop, manual assignment, on asyncio or uvloop."""
+"""aiokafka-lite: ``await consumer.poll()`` in a loop, manual assignment, on asyncio or uvloop.
+
+The record decoder is chosen by the environment (``AIOKAFKA_LITE_NO_NATIVE``, set per row by
+``throughput.CLIENTS``); the one that actually ran is in the JSON (``decoder``, and ``why_python``).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from typing import Any
 
+import aiokafka_lite
 from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite.protocol import native
 from benchmarks.clients._harness import Result, Spec, Stopwatch, run
 
 
@@ -16,7 +24,7 @@ async def _consume(spec: Spec, watch: Stopwatch) -> Result:
                         max_partition_fetch_bytes=spec.max_partition_fetch_bytes)
     await consumer.start()
     try:
-        consumer.assign([TopicPartition(spec.topic, p) for p in range(spec.partitions)])
+        consumer.assign([TopicPartition(topic, p) for topic, p in spec.assignment()])
         count = payload = 0
         while count < spec.records:
             batch = await consumer.poll(timeout=1.0)
@@ -38,9 +46,13 @@ def consume(spec: Spec, watch: Stopwatch) -> Result:
     return asyncio.run(_consume(spec, watch))
 
 
-def _extra() -> dict[str, Any]:
-    loop = "uvloop" if "uvloop" in __import__("sys").modules else "asyncio"
-    return {"loop": loop}
+def _extra(spec: Spec) -> dict[str, Any]:
+    loop = "uvloop" if "uvloop" in sys.modules else "asyncio"  # the loop that ran
+    # Where the extension came from: an editable install may load another checkout's build.
+    built = getattr(native.active, "__file__", None)
+    foreign = built is not None and os.path.dirname(built) not in aiokafka_lite.__path__
+    return {"loop": loop, "decoder": native.decoder(), "why_python": native.why_python(), "native_file": built,
+            "native_from_other_checkout": foreign}
 
 
 if __name__ == "__main__":
