@@ -7,5 +7,6 @@ package runs its pure-Python decoder (aiokafka_lite.protocol.native says which o
 from setuptools import setup
 from setuptools_rust import Binding, RustExtension
 
+# debug=False: editable installs (./dev) would otherwise get a debug build, several times slower.
 setup(rust_extensions=[RustExtension("aiokafka_lite._native", path="native/Cargo.toml", binding=Binding.PyO3,
-                                     optional=True, py_limited_api="auto")])
+                                     optional=True, py_limited_api="auto", debug=False)])

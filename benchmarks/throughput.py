@@ -46,6 +46,7 @@ CLIENTS: dict[str, Client] = {
     LITE: Client("lite", env=_NATIVE),
     LITE_PURE: Client("lite", env=_PURE),
     "aiokafka-lite (native, uvloop)": Client("lite", uvloop=True, env=_NATIVE),
+    "aiokafka-lite poll_arrow (native)": Client("lite_arrow", env=_NATIVE),
     "confluent-kafka (defaults)": Client("confluent"),
     CONFLUENT_TUNED: Client("confluent", options=_TUNED),
     "confluent-kafka AIO (defaults)": Client("confluent_aio"),

@@ -17,11 +17,14 @@ from aiokafka_lite.protocol import native
 from benchmarks.clients._harness import Result, Spec, Stopwatch, run
 
 
+def make_consumer(spec: Spec) -> Consumer:
+    return Consumer(bootstrap_servers=spec.bootstrap, group_id=None, enable_auto_commit=False,
+                    auto_offset_reset="earliest", max_poll_records=spec.batch, fetch_max_bytes=spec.fetch_max_bytes,
+                    max_partition_fetch_bytes=spec.max_partition_fetch_bytes)
+
+
 async def _consume(spec: Spec, watch: Stopwatch) -> Result:
-    consumer = Consumer(bootstrap_servers=spec.bootstrap, group_id=None, enable_auto_commit=False,
-                        auto_offset_reset="earliest", max_poll_records=spec.batch,
-                        fetch_max_bytes=spec.fetch_max_bytes,
-                        max_partition_fetch_bytes=spec.max_partition_fetch_bytes)
+    consumer = make_consumer(spec)
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, p) for topic, p in spec.assignment()])
@@ -46,7 +49,7 @@ def consume(spec: Spec, watch: Stopwatch) -> Result:
     return asyncio.run(_consume(spec, watch))
 
 
-def _extra(spec: Spec) -> dict[str, Any]:
+def extra(spec: Spec) -> dict[str, Any]:
     loop = "uvloop" if "uvloop" in sys.modules else "asyncio"  # the loop that ran
     # Where the extension came from: an editable install may load another checkout's build.
     built = getattr(native.active, "__file__", None)
@@ -56,4 +59,4 @@ def _extra(spec: Spec) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    run(consume, _extra)
+    run(consume, extra)

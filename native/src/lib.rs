@@ -68,6 +68,8 @@ fn _panic_probe(py: Python<'_>) -> PyResult<()> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
+    // A debug build decodes several times slower: the tests refuse one.
+    m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(decode_v2_batch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_probe, m)?)?;
     arrow::register(m)?;

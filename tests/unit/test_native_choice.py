@@ -25,6 +25,8 @@ def test_the_extension_is_built_wherever_cargo_is() -> None:
     if os.environ.get("AIOKAFKA_LITE_NO_NATIVE", "") not in ("", "0"):
         pytest.skip("switched off by AIOKAFKA_LITE_NO_NATIVE")
     assert native.available(), native.why_python()
+    from aiokafka_lite import _native  # type: ignore[attr-defined]
+    assert _native.DEBUG_BUILD is False, "the extension is a debug build (setup.py must ask for release)"
 
 
 def test_no_native_environment_variable_forces_the_python_decoder() -> None:
