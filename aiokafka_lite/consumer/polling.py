@@ -88,7 +88,7 @@ async def _member_turn(parts: PollParts, member: GroupMember) -> None:
     are due or under way (they run inside poll(), as in Java). The wait is not the step: a poll
     timeout leaves it running for the next poll()."""
     start = member.rebalance_step if member.rebalance_due() else None
-    if not member.keeps_fetching_while_rebalancing() or not parts.subscription_state().fetchable():
+    if not member.keeps_fetching_while_rebalancing() or not parts.subscription_state().any_fetchable():
         with parts.presence.waiting():
             await parts.poll_step(REBALANCE, start)
         return
@@ -141,8 +141,9 @@ async def update_positions(parts: PollParts, only: list[TopicPartition] | None) 
         member = parts.member
         if member is not None:  # subscribed or assigned by hand: the group's offsets
             committed = await member.fetch_committed(need, None)
+        still_needed = set(sub.needing_position())  # one scan: 1,200 partitions made this quadratic
         for tp in need:
-            if not sub.is_assigned(tp) or tp not in sub.needing_position():
+            if not sub.is_assigned(tp) or tp not in still_needed:
                 continue  # revoked, seeked or reset while we waited
             found = committed.get(tp)
             if found is not None:

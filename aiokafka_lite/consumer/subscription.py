@@ -167,6 +167,9 @@ class SubscriptionState:
     def fetchable(self) -> list[TopicPartition]:
         return [tp for tp, st in self.assignment.items() if st.fetchable]
 
+    def any_fetchable(self) -> bool:
+        return any(st.fetchable for st in self.assignment.values())
+
     def needing_position(self) -> list[TopicPartition]:
         """Partitions without a position and no reset pending: their committed offset is needed."""
         return [tp for tp, st in self.assignment.items() if st.position is None and st.reset_to is None]
