@@ -4,7 +4,7 @@
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::ffi as pyffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyList, PyString};
 use pyo3::Borrowed;
 
 use super::ffi::{Buffer, Column};
@@ -207,6 +207,17 @@ pub fn bytes_or_none<'a>(item: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Opt
         Ok(bytes) => Ok(Some(bytes.as_bytes())),
         Err(_) => Err(PyTypeError::new_err(format!(
             "{what} must be bytes or None, not {}",
+            item.get_type().name()?
+        ))),
+    }
+}
+
+/// A header key as UTF-8 bytes; anything but a str (None included) is a TypeError.
+pub fn header_key<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
+    match item.downcast::<PyString>() {
+        Ok(key) => Ok(key.to_str()?.as_bytes()),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "header keys must be str, not {}",
             item.get_type().name()?
         ))),
     }
