@@ -70,8 +70,9 @@ class ArrowBatch:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         """A PyCapsule "arrow_array_stream" of a stream of this one batch (Arrow PyCapsule interface).
 
-        For consumers that take streams (``polars.from_arrow``, DuckDB, ``pyarrow.table``). Each call
-        makes a new stream; ``requested_schema`` is handled as by ``__arrow_c_array__``.
+        For consumers that take streams (DuckDB, ``pyarrow.table``, ``polars.DataFrame``; note that
+        ``polars.from_arrow`` gives a struct Series for any capsule object). Each call makes a new
+        stream; ``requested_schema`` is handled as by ``__arrow_c_array__``.
         """
         if hasattr(self._batch, "__arrow_c_stream__"):
             return self._batch.__arrow_c_stream__(requested_schema)
