@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
 use columns::{
-    as_list, binary_column, bytes_or_none, extend_i64, header_key, list_offset, VarBuilder,
+    as_list, binary_column, bytes_or_none, extend_i64, header_key, list_offset, vec_for, VarBuilder,
 };
 use ffi::{Buffer, Column, Field};
 
@@ -151,7 +151,7 @@ fn read_chunk<'py>(index: usize, item: &Bound<'py, PyAny>) -> PyResult<Chunk<'py
 }
 
 fn repeated_i32(chunks: &[Chunk<'_>], rows: usize, value: impl Fn(&Chunk<'_>) -> i32) -> Column {
-    let mut out = Vec::with_capacity(rows);
+    let mut out = vec_for(rows);
     for chunk in chunks {
         out.extend(repeat_n(value(chunk), chunk.values.len()));
     }
@@ -162,7 +162,7 @@ fn int64_column<'a, 'py: 'a>(
     seqs: impl Iterator<Item = &'a Bound<'py, PyAny>>,
     rows: usize,
 ) -> PyResult<Column> {
-    let mut out = Vec::with_capacity(rows);
+    let mut out = vec_for(rows);
     for seq in seqs {
         extend_i64(&mut out, seq)?;
     }
@@ -188,7 +188,7 @@ fn topic_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, bool)> {
 
 /// `list<struct<key: utf8, value: binary>>`: an empty list for a record without headers.
 fn headers_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, Field)> {
-    let mut list_offsets = Vec::with_capacity(rows + 1);
+    let mut list_offsets = vec_for(rows + 1);
     list_offsets.push(0_i32);
     let (mut keys, mut values) = (VarBuilder::new(0, 0), VarBuilder::new(0, 0));
     for chunk in chunks {
