@@ -149,6 +149,8 @@ def _checked(items: list[Any], kind: type, what: str, nullable: bool = True) -> 
 
     pyarrow alone would take a str as binary and a None key as a null in a non-null field.
     """
+    if nullable and items and items[0] is None and items.count(None) == len(items):  # keys often are
+        return items
     if ({kind, _NONE} if nullable else {kind}).issuperset(map(type, items)):  # one C loop
         return items
     for item in items:  # a subclass, or a wrong type: find which
