@@ -12,7 +12,8 @@ bytes becomes ``large_binary``/``large_string`` instead (per column, in both bui
 
 The native extension builds the batch in Rust memory without pyarrow; without the extension,
 pyarrow builds the same batch (same schema, same values). Either way the batch speaks the Arrow
-PyCapsule interface, so ``pyarrow.record_batch(batch)``, polars or DuckDB take it without a copy.
+PyCapsule interface (a struct array, or a stream of one batch), so ``pyarrow.record_batch(batch)``,
+``pyarrow.table(batch)``, polars or DuckDB take it without a copy.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .protocol.record_columns import RecordChunks, RecordColumns
 from .structs import ConsumerRecords
 
 _I32_MAX = 2**31 - 1
+_NONE = type(None)
 
 
 def _pyarrow() -> Any:
@@ -64,6 +66,19 @@ class ArrowBatch:
         The native batch ignores ``requested_schema``; a pyarrow batch casts to it when it can.
         """
         return self._batch.__arrow_c_array__(requested_schema)  # type: ignore[no-any-return]
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """A PyCapsule "arrow_array_stream" of a stream of this one batch (Arrow PyCapsule interface).
+
+        For consumers that take streams (DuckDB, ``pyarrow.table``, ``polars.DataFrame``; note that
+        ``polars.from_arrow`` gives a struct Series for any capsule object). Each call makes a new
+        stream; ``requested_schema`` is handled as by ``__arrow_c_array__``.
+        """
+        if hasattr(self._batch, "__arrow_c_stream__"):
+            return self._batch.__arrow_c_stream__(requested_schema)
+        pa = _pyarrow()  # an older pyarrow's RecordBatch has no __arrow_c_stream__; its reader has
+        reader = pa.RecordBatchReader.from_batches(self._batch.schema, [self._batch])
+        return reader.__arrow_c_stream__(requested_schema)
 
     def to_pyarrow(self) -> Any:
         """The batch as a ``pyarrow.RecordBatch`` (no copy); needs pyarrow."""
@@ -129,6 +144,22 @@ def _headers_type(pa: Any, key: Any, value: Any) -> Any:
     return pa.list_(pa.field("item", entry, nullable=False))
 
 
+def _checked(items: list[Any], kind: type, what: str, nullable: bool = True) -> list[Any]:
+    """``items``, or the native builder's TypeError when one is not a ``kind`` (nor None if ``nullable``).
+
+    pyarrow alone would take a str as binary and a None key as a null in a non-null field.
+    """
+    if nullable and items and items[0] is None and items.count(None) == len(items):  # keys often are
+        return items
+    if ({kind, _NONE} if nullable else {kind}).issuperset(map(type, items)):  # one C loop
+        return items
+    for item in items:  # a subclass, or a wrong type: find which
+        if not isinstance(item, kind) and not (nullable and item is None):
+            allowed = f"{kind.__name__} or None" if nullable else kind.__name__
+            raise TypeError(f"{what} must be {allowed}, not {type(item).__name__}")
+    return items
+
+
 def _variable(pa: Any, items: list[Any], small: Any, large: Any) -> Any:
     """``items`` as a ``small`` array, or ``large`` when the data overflows 32-bit offsets."""
     array = pa.array(items, type=small)
@@ -150,8 +181,8 @@ def _headers(pa: Any, chunks: Sequence[RecordColumns]) -> Any:
                 keys.append(key)
                 values.append(value)
             offsets.append(len(keys))
-    key_array = _variable(pa, keys, pa.utf8(), pa.large_utf8())
-    value_array = _variable(pa, values, pa.binary(), pa.large_binary())
+    key_array = _variable(pa, _checked(keys, str, "header keys", nullable=False), pa.utf8(), pa.large_utf8())
+    value_array = _variable(pa, _checked(values, bytes, "header values"), pa.binary(), pa.large_binary())
     list_type = _headers_type(pa, key_array.type, value_array.type)
     entries = pa.StructArray.from_arrays([key_array, value_array], fields=list(list_type.value_type))
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries, type=list_type)
@@ -171,8 +202,8 @@ def _build_with_pyarrow(chunks: Sequence[RecordColumns]) -> Any:
     topic_bytes = sum(len(chunk.topic.encode()) * len(chunk) for chunk in chunks)
     topic_type = pa.utf8() if topic_bytes <= _I32_MAX else pa.large_utf8()
     arrays = [
-        _variable(pa, _flat(chunks, "keys"), pa.binary(), pa.large_binary()),
-        _variable(pa, _flat(chunks, "values"), pa.binary(), pa.large_binary()),
+        _variable(pa, _checked(_flat(chunks, "keys"), bytes, "keys"), pa.binary(), pa.large_binary()),
+        _variable(pa, _checked(_flat(chunks, "values"), bytes, "values"), pa.binary(), pa.large_binary()),
         pa.array(_repeated(chunks, "topic"), type=topic_type),
         pa.array(_repeated(chunks, "partition"), type=pa.int32()),
         pa.array(_flat(chunks, "offsets"), type=pa.int64()),

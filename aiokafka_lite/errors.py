@@ -64,6 +64,13 @@ class ArrowUnavailableError(KafkaError, ImportError):
         super().__init__(f"{hint}: {detail}" if detail else hint)
 
 
+class NativeError(KafkaError):
+    """The native extension failed (a caught panic): a bug in aiokafka-lite, not bad input.
+
+    The pure-Python path (``AIOKAFKA_LITE_NO_NATIVE=1`` in the environment) is the fallback.
+    """
+
+
 class UnsupportedVersionError(KafkaError):
     """The broker and this client share no version of an API."""
 

@@ -7,22 +7,27 @@
 
 mod columns;
 mod ffi;
+mod stream;
 
 use std::iter::repeat_n;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
-use columns::{as_list, binary_column, bytes_or_none, extend_i64, list_offset, VarBuilder};
+use columns::{
+    as_list, binary_column, bytes_or_none, extend_i64, header_key, list_offset, vec_for, VarBuilder,
+};
 use ffi::{Buffer, Column, Field};
+
+use crate::errors::{native_error, panic_message};
 
 /// One Arrow record batch (a struct array) held in Rust memory.
 #[pyclass(frozen, module = "aiokafka_lite._native")]
 pub struct ArrowRecords {
-    schema: Field,
+    schema: Arc<Field>,
     data: Arc<Column>,
 }
 
@@ -38,7 +43,7 @@ impl ArrowRecords {
     }
 
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        guarded("__arrow_c_schema__", || {
+        guarded(py, "__arrow_c_schema__", || {
             ffi::schema_capsule(py, &self.schema)
         })
     }
@@ -51,11 +56,24 @@ impl ArrowRecords {
         requested_schema: Option<Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let _ = requested_schema;
-        guarded("__arrow_c_array__", || {
+        guarded(py, "__arrow_c_array__", || {
             Ok((
                 ffi::schema_capsule(py, &self.schema)?,
                 ffi::array_capsule(py, &self.data)?,
             ))
+        })
+    }
+
+    /// A one-batch stream capsule; `requested_schema` is not honoured, as in `__arrow_c_array__`.
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = requested_schema;
+        guarded(py, "__arrow_c_stream__", || {
+            stream::stream_capsule(py, &self.schema, &self.data)
         })
     }
 
@@ -64,17 +82,15 @@ impl ArrowRecords {
     }
 }
 
-/// Runs `body`, turning a panic into a RuntimeError (a panic must never unwind into Python).
-fn guarded<T>(name: &str, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
-    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        Err(PyRuntimeError::new_err(format!(
-            "aiokafka_lite._native.{name} failed: {message}"
-        )))
+/// Runs `body`, turning a panic into `NativeError` (a panic must never unwind into Python).
+fn guarded<T>(py: Python<'_>, name: &str, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
+        let message = format!(
+            "the native extension failed in {name}: {} (a bug in aiokafka-lite; \
+             AIOKAFKA_LITE_NO_NATIVE=1 selects the pure-Python path)",
+            panic_message(payload.as_ref())
+        );
+        Err(native_error(py, message))
     })
 }
 
@@ -135,7 +151,7 @@ fn read_chunk<'py>(index: usize, item: &Bound<'py, PyAny>) -> PyResult<Chunk<'py
 }
 
 fn repeated_i32(chunks: &[Chunk<'_>], rows: usize, value: impl Fn(&Chunk<'_>) -> i32) -> Column {
-    let mut out = Vec::with_capacity(rows);
+    let mut out = vec_for(rows);
     for chunk in chunks {
         out.extend(repeat_n(value(chunk), chunk.values.len()));
     }
@@ -146,7 +162,7 @@ fn int64_column<'a, 'py: 'a>(
     seqs: impl Iterator<Item = &'a Bound<'py, PyAny>>,
     rows: usize,
 ) -> PyResult<Column> {
-    let mut out = Vec::with_capacity(rows);
+    let mut out = vec_for(rows);
     for seq in seqs {
         extend_i64(&mut out, seq)?;
     }
@@ -172,7 +188,7 @@ fn topic_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, bool)> {
 
 /// `list<struct<key: utf8, value: binary>>`: an empty list for a record without headers.
 fn headers_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, Field)> {
-    let mut list_offsets = Vec::with_capacity(rows + 1);
+    let mut list_offsets = vec_for(rows + 1);
     list_offsets.push(0_i32);
     let (mut keys, mut values) = (VarBuilder::new(0, 0), VarBuilder::new(0, 0));
     for chunk in chunks {
@@ -182,8 +198,8 @@ fn headers_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, Field)
         };
         for record in headers.iter() {
             for pair in record.try_iter()? {
-                let (key, value): (Bound<'_, PyString>, Bound<'_, PyAny>) = pair?.extract()?;
-                keys.push(Some(key.to_str()?.as_bytes()));
+                let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
+                keys.push(Some(header_key(&key)?));
                 values.push(bytes_or_none(&value, "header values")?);
             }
             list_offsets.push(list_offset(keys.len())?);
@@ -279,7 +295,7 @@ fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
         children: fields,
     };
     Ok(ArrowRecords {
-        schema,
+        schema: Arc::new(schema),
         data: Arc::new(data),
     })
 }
@@ -287,11 +303,20 @@ fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
 /// Chunks of record columns as one Arrow record batch (see the module documentation).
 #[pyfunction]
 fn records_to_arrow(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
-    guarded("records_to_arrow", || build(chunks))
+    guarded(chunks.py(), "records_to_arrow", || build(chunks))
+}
+
+/// Panics inside the exporter's guard, to prove a panic surfaces as NativeError (tests only).
+#[pyfunction]
+fn _arrow_panic_probe(py: Python<'_>) -> PyResult<()> {
+    guarded(py, "_arrow_panic_probe", || -> PyResult<()> {
+        panic!("probe")
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowRecords>()?;
     m.add_function(wrap_pyfunction!(records_to_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(_arrow_panic_probe, m)?)?;
     Ok(())
 }

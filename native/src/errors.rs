@@ -35,6 +35,7 @@ impl From<PyErr> for DecodeError {
 
 static CORRUPT: GILOnceCell<Py<PyType>> = GILOnceCell::new();
 static UNSUPPORTED: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+static NATIVE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
 
 fn error_class<'py>(
     py: Python<'py>,
@@ -55,6 +56,14 @@ impl DecodeError {
             Ok(class) => PyErr::from_type(class, (message,)),
             Err(err) => err,
         }
+    }
+}
+
+/// `aiokafka_lite.errors.NativeError(message)`: the extension failed (a bug, e.g. a caught panic).
+pub fn native_error(py: Python<'_>, message: String) -> PyErr {
+    match error_class(py, &NATIVE, "NativeError") {
+        Ok(class) => PyErr::from_type(class, (message,)),
+        Err(err) => err,
     }
 }
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aiokafka_lite.arrow import ArrowBatch, arrow_schema, build_arrow_batch
-from aiokafka_lite.errors import ArrowUnavailableError, KafkaError
+from aiokafka_lite.errors import ArrowUnavailableError, KafkaError, NativeError
 from aiokafka_lite.protocol import native
 from aiokafka_lite.protocol.record_columns import RecordColumns
 
@@ -199,6 +199,38 @@ def test_bad_columns_raise(builder: str, values: list[Any], error: type[Exceptio
         build_arrow_batch([RecordColumns("t", 0, [0], [0], 0, [None], values, None, None)])
 
 
+class _Bytes(bytes):
+    pass
+
+
+@pytest.mark.parametrize(("keys", "values", "headers", "message"), [
+    ([None], ["text"], None, "values must be bytes or None, not str"),
+    (["text"], [None], None, "keys must be bytes or None, not str"),
+    ([None], [bytearray(b"x")], None, "values must be bytes or None, not bytearray"),
+    ([None], [None], [((None, b"v"),)], "header keys must be str, not NoneType"),
+    ([None], [None], [((b"k", b"v"),)], "header keys must be str, not bytes"),
+    ([None], [None], [(("k", "v"),)], "header values must be bytes or None, not str"),
+], ids=["str-value", "str-key", "bytearray-value", "none-header-key", "bytes-header-key", "str-header-value"])
+def test_both_builders_refuse_the_same_bad_items(builder: str, keys: list[Any], values: list[Any],
+                                                headers: list[Any] | None, message: str) -> None:
+    """pyarrow alone would take a str as binary and a None header key as a null in a non-null field."""
+    good = RecordColumns("t", 0, [0], [0], 0, [b"k"], [b"v"], [(("h", b"v"),)], None)
+    bad = RecordColumns("t", 0, [1], [0], 0, keys, values, headers, None)
+    with pytest.raises(TypeError, match=f"^{message}$"):
+        build_arrow_batch([good, bad])
+
+
+def test_bytes_and_str_subclasses_are_taken_by_both_builders(builder: str) -> None:
+    chunk = RecordColumns("t", 0, [0], [0], 0, [_Bytes(b"k")], [_Bytes(b"v")], [((_Str("h"), _Bytes(b"x")),)], None)
+    batch = _build([chunk])
+    assert batch.column("value").to_pylist() == [b"v"]
+    assert batch.column("headers").to_pylist() == [[{"key": "h", "value": b"x"}]]
+
+
+class _Str(str):
+    __slots__ = ()
+
+
 def test_arrow_batch_wraps_a_pyarrow_batch_too() -> None:
     batch = pa.RecordBatch.from_pylist([], schema=SPARK_KAFKA_SCHEMA)
     wrapped = ArrowBatch(batch)
@@ -224,6 +256,79 @@ def test_native_batch_to_pyarrow_without_pyarrow_raises_the_typed_error(monkeypa
     assert arrow.num_rows == 8
     with pytest.raises(ArrowUnavailableError):
         arrow.to_pyarrow()
+
+
+def test_a_panic_in_the_exporter_is_a_native_error() -> None:
+    _require_native()
+    with pytest.raises(NativeError, match=r"failed in _arrow_panic_probe: probe .*AIOKAFKA_LITE_NO_NATIVE=1"):
+        native._built._arrow_panic_probe()
+    assert issubclass(NativeError, KafkaError)
+
+
+def test_a_stream_of_the_one_batch(builder: str) -> None:
+    arrow = build_arrow_batch(_sample())
+    reader = pa.RecordBatchReader.from_stream(arrow)
+    assert reader.schema.equals(SPARK_KAFKA_SCHEMA)
+    batches = list(reader)
+    assert len(batches) == 1
+    batches[0].validate(full=True)
+    assert batches[0].equals(pa.record_batch(arrow))
+    with pytest.raises(StopIteration):
+        reader.read_next_batch()
+
+
+def test_pyarrow_table_takes_the_batch(builder: str) -> None:
+    arrow = build_arrow_batch(_sample())
+    table = pa.table(arrow)
+    table.validate(full=True)
+    assert table.schema.equals(SPARK_KAFKA_SCHEMA)
+    assert table.to_batches()[0].equals(pa.record_batch(arrow))
+
+
+def test_every_stream_call_is_a_new_stream_and_each_is_consumed_once(builder: str) -> None:
+    arrow = build_arrow_batch(_sample())
+    first, second = arrow.__arrow_c_stream__(), arrow.__arrow_c_stream__()
+    assert pa.RecordBatchReader._import_from_c_capsule(first).read_all().num_rows == 8
+    with pytest.raises(ValueError, match="released"):
+        pa.RecordBatchReader._import_from_c_capsule(first)
+    assert pa.RecordBatchReader._import_from_c_capsule(second).read_all().num_rows == 8
+
+
+def test_a_batch_read_from_the_stream_outlives_the_stream_and_the_arrow_batch(builder: str) -> None:
+    arrow = build_arrow_batch(_sample())
+    reader = pa.RecordBatchReader.from_stream(arrow)
+    batch = reader.read_next_batch()
+    del arrow, reader
+    gc.collect()
+    assert batch.column("value").to_pylist() == [b"v0", b"", None, b"\x00\xff", b"a", b"b", b"c", None]
+
+
+def test_streams_released_unread_or_partly_read_do_not_leak(builder: str) -> None:
+    before = _held_mb(builder)
+    arrow = build_arrow_batch([RecordColumns("t", 0, range(1000), [0] * 1000, 0, [None] * 1000,
+                                             [b"x" * 65536] * 1000, None, None)])  # 64 MB of values
+    for i in range(3000):
+        stream = arrow.__arrow_c_stream__()
+        if i % 3 == 1:  # imported, the schema read, no batch
+            assert pa.RecordBatchReader._import_from_c_capsule(stream).schema.equals(SPARK_KAFKA_SCHEMA)
+        elif i % 3 == 2:
+            assert pa.RecordBatchReader._import_from_c_capsule(stream).read_all().num_rows == 1000
+        del stream
+    del arrow
+    gc.collect()
+    assert _held_mb(builder) - before < 32
+
+
+class _CSchema(ctypes.Structure):
+    pass
+
+
+_SchemaRelease = ctypes.CFUNCTYPE(None, ctypes.POINTER(_CSchema))
+_CSchema._fields_ = [
+    ("format", ctypes.c_char_p), ("name", ctypes.c_char_p), ("metadata", ctypes.c_char_p),
+    ("flags", ctypes.c_int64), ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
+    ("dictionary", ctypes.c_void_p), ("release", _SchemaRelease), ("private_data", ctypes.c_void_p),
+]
 
 
 class _CArray(ctypes.Structure):
@@ -261,3 +366,39 @@ def test_a_child_moved_out_of_the_array_is_released_on_its_own(builder: str) -> 
     assert data == b"v0\x00\xffabc"
     moved.release(ctypes.pointer(moved))
     assert not moved.release
+
+
+class _CStream(ctypes.Structure):
+    pass
+
+
+_CStream._fields_ = [
+    ("get_schema", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_CStream), ctypes.POINTER(_CSchema))),
+    ("get_next", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_CStream), ctypes.POINTER(_CArray))),
+    ("get_last_error", ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.POINTER(_CStream))),
+    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_CStream))), ("private_data", ctypes.c_void_p),
+]
+
+
+def test_the_stream_hands_out_the_batch_once_then_the_end_of_the_stream(builder: str) -> None:
+    """The C stream interface: get_next gives the batch, then arrays whose release is NULL."""
+    capsule = build_arrow_batch(_sample()).__arrow_c_stream__()
+    stream_pointer = ctypes.cast(_capsule_pointer(capsule, b"arrow_array_stream"), ctypes.POINTER(_CStream))
+    stream = stream_pointer.contents
+    schema = _CSchema()
+    assert stream.get_schema(stream_pointer, ctypes.pointer(schema)) == 0
+    assert (schema.format, schema.n_children) == (b"+s", 8)
+    schema.release(ctypes.pointer(schema))
+    arrays = [_CArray() for _ in range(3)]
+    assert [stream.get_next(stream_pointer, ctypes.pointer(a)) for a in arrays] == [0, 0, 0]
+    assert (arrays[0].length, arrays[0].n_children) == (8, 8)
+    assert [bool(a.release) for a in arrays] == [True, False, False]
+    assert stream.get_last_error(stream_pointer) is None
+    stream.release(stream_pointer)  # the stream first: the batch it handed out stays valid
+    assert not stream.release
+    del capsule, stream, stream_pointer
+    gc.collect()
+    offsets = ctypes.cast(arrays[0].children[1].contents.buffers[1], ctypes.POINTER(ctypes.c_int32))
+    assert offsets[8] == len(b"v0\x00\xffabc")
+    arrays[0].release(ctypes.pointer(arrays[0]))
+    assert not arrays[0].release

@@ -1,7 +1,8 @@
 //! Arrays held in Rust memory and handed out through the Arrow C data interface.
 //!
 //! The structs below are the fixed ABI of <https://arrow.apache.org/docs/format/CDataInterface.html>;
-//! the capsules follow the Arrow PyCapsule interface (names "arrow_schema" and "arrow_array").
+//! the capsules follow the Arrow PyCapsule interface (names "arrow_schema" and "arrow_array"; the
+//! one-batch stream "arrow_array_stream" is in `stream.rs`).
 //!
 //! Ownership: a `Column` tree is built once and never changed; exporting it gives every exported
 //! `ArrowArray` node (the root and each child, which a consumer may move out and release on its own)
@@ -46,6 +47,24 @@ pub struct ArrowArray {
     dictionary: *mut ArrowArray,
     release: Option<unsafe extern "C" fn(*mut ArrowArray)>,
     private_data: *mut c_void,
+}
+
+impl ArrowArray {
+    /// A released array: what `get_next` of a stream hands out at the end of the stream.
+    pub(super) fn end_of_stream() -> ArrowArray {
+        ArrowArray {
+            length: 0,
+            null_count: 0,
+            offset: 0,
+            n_buffers: 0,
+            n_children: 0,
+            buffers: null_mut(),
+            children: null_mut(),
+            dictionary: null_mut(),
+            release: None,
+            private_data: null_mut(),
+        }
+    }
 }
 
 /// One buffer, typed so that its memory is aligned for its elements.
@@ -123,7 +142,7 @@ struct SchemaPrivate {
     children: Box<[*mut ArrowSchema]>,
 }
 
-fn export_schema(field: &Field) -> ArrowSchema {
+pub(super) fn export_schema(field: &Field) -> ArrowSchema {
     let children = boxed_children(field.children.iter().map(export_schema).collect());
     let mut private = Box::new(SchemaPrivate { children });
     ArrowSchema {
@@ -163,7 +182,7 @@ struct ArrayPrivate {
     children: Box<[*mut ArrowArray]>,
 }
 
-fn export_array(owner: &Arc<Column>, column: &Column) -> ArrowArray {
+pub(super) fn export_array(owner: &Arc<Column>, column: &Column) -> ArrowArray {
     let buffers = column
         .buffers
         .iter()
