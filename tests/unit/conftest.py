@@ -2,11 +2,13 @@
 
 A module opts in with ``pytestmark = pytest.mark.usefixtures("record_decoder")``. The native case
 is skipped only where no Rust toolchain exists; with ``cargo`` on PATH an unbuilt extension fails
-the run, so CI cannot silently test the Python decoder twice.
+the run, so CI cannot silently test the Python decoder twice (unless AIOKAFKA_LITE_NO_NATIVE asks
+for the Python decoder only).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 
@@ -20,6 +22,8 @@ def require_native() -> None:
     """Skip (no Rust toolchain) or fail (toolchain but no extension) unless the extension loads."""
     if native.available():
         return
+    if os.environ.get("AIOKAFKA_LITE_NO_NATIVE", "") not in ("", "0"):
+        pytest.skip("the native decoder is switched off by AIOKAFKA_LITE_NO_NATIVE")
     if shutil.which("cargo") is None:
         pytest.skip(f"no Rust toolchain: {native.why_python()}")
     pytest.fail("cargo is on PATH but the native extension is not built: run `cd native && cargo build "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from aiokafka_lite.arrow import ArrowBatch, arrow_schema, build_arrow_batch
 from aiokafka_lite.errors import ArrowUnavailableError, KafkaError, NativeError
 from aiokafka_lite.protocol import native
 from aiokafka_lite.protocol.record_columns import RecordColumns
+from tests.unit.conftest import require_native
 
 pa = pytest.importorskip("pyarrow")
 
@@ -33,19 +33,10 @@ SPARK_KAFKA_SCHEMA = pa.schema([
 ])
 
 
-def _require_native() -> None:
-    if native.available():
-        return
-    if shutil.which("cargo") is None:
-        pytest.skip("no Rust toolchain: the native extension cannot be built")
-    pytest.fail("cargo is on PATH but aiokafka_lite._native is not built: "
-                "cd native && cargo build --release, then copy lib_native.so next to aiokafka_lite/protocol")
-
-
 @contextmanager
 def _use(name: native.DecoderName) -> Iterator[None]:
     if name == "native":
-        _require_native()
+        require_native()
     saved = native.decoder()
     native.use_decoder(name)
     try:
@@ -249,7 +240,7 @@ def test_without_pyarrow_or_native_a_typed_error_says_what_to_install(monkeypatc
 
 
 def test_native_batch_to_pyarrow_without_pyarrow_raises_the_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    _require_native()
+    require_native()
     monkeypatch.setattr(native, "active", native._built)
     arrow = build_arrow_batch(_sample())
     monkeypatch.setitem(sys.modules, "pyarrow", None)
@@ -259,7 +250,7 @@ def test_native_batch_to_pyarrow_without_pyarrow_raises_the_typed_error(monkeypa
 
 
 def test_a_panic_in_the_exporter_is_a_native_error() -> None:
-    _require_native()
+    require_native()
     with pytest.raises(NativeError, match=r"failed in _arrow_panic_probe: probe .*AIOKAFKA_LITE_NO_NATIVE=1"):
         native._built._arrow_panic_probe()
     assert issubclass(NativeError, KafkaError)
