@@ -18,6 +18,7 @@ from functools import partial
 from itertools import chain, repeat
 from typing import Any, overload
 
+from aiokafka_lite.protocol import native
 from aiokafka_lite.structs import ConsumerRecord
 
 Headers = Sequence[tuple[str, bytes | None]]
@@ -56,6 +57,11 @@ class RecordColumns(Sequence[ConsumerRecord]):
         return len(self.values)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
+        if native.active is not None:  # the same records, built without the intermediate tuple
+            it: Iterator[ConsumerRecord] = native.active.iter_records(
+                ConsumerRecord, self.topic, self.partition, self.offsets, self.timestamps, self.timestamp_type,
+                self.keys, self.values, self.headers, self.leader_epoch)
+            return it
         headers = repeat(()) if self.headers is None else self.headers
         return map(_make_record, zip(repeat(self.topic, len(self.values)), repeat(self.partition), self.offsets,
                                      self.timestamps, repeat(self.timestamp_type), self.keys, self.values,
