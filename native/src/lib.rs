@@ -8,6 +8,7 @@ mod arrow;
 mod compression;
 mod decode;
 mod errors;
+mod iter;
 mod objects;
 mod varint;
 
@@ -19,7 +20,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use crate::errors::{corrupt, panic_message, DecodeError, Result};
 
 /// Run `body`, mapping its errors and any panic to the package's exceptions.
-fn guarded<'py, T>(py: Python<'py>, body: impl FnOnce() -> Result<T>) -> PyResult<T> {
+pub(crate) fn guarded<'py, T>(py: Python<'py>, body: impl FnOnce() -> Result<T>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(err)) => Err(err.into_pyerr(py)),
@@ -72,6 +73,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
     m.add_function(wrap_pyfunction!(decode_v2_batch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(iter::iter_records, m)?)?;
+    m.add_class::<iter::RecordIter>()?;
     arrow::register(m)?;
     Ok(())
 }
