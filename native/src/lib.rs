@@ -9,6 +9,7 @@ mod compression;
 mod decode;
 mod errors;
 mod objects;
+mod raw;
 mod varint;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,10 +17,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
-use crate::errors::{corrupt, panic_message, DecodeError, Result};
+use crate::errors::{panic_message, DecodeError, Result};
 
 /// Run `body`, mapping its errors and any panic to the package's exceptions.
-fn guarded<'py, T>(py: Python<'py>, body: impl FnOnce() -> Result<T>) -> PyResult<T> {
+pub(crate) fn guarded<'py, T>(py: Python<'py>, body: impl FnOnce() -> Result<T>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(err)) => Err(err.into_pyerr(py)),
@@ -43,12 +44,7 @@ fn decode_v2_batch<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let data = buf.as_bytes();
     guarded(py, || {
-        if start > end || end > data.len() {
-            let size = data.len();
-            return Err(corrupt(format!(
-                "batch {start}..{end} lies outside the {size}-byte buffer"
-            )));
-        }
+        decode::within(data, start, end)?;
         decode::decode_batch(
             py,
             &data[start..],
@@ -73,5 +69,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_v2_batch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_probe, m)?)?;
     arrow::register(m)?;
+    m.add_class::<raw::RawRecords>()?;
+    m.add_function(wrap_pyfunction!(raw::decode_v2_raw, m)?)?;
     Ok(())
 }
