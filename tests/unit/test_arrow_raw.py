@@ -100,6 +100,8 @@ def test_arrow_from_raw_spans_equals_arrow_from_columns(take: int | None) -> Non
             assert from_raw.equals(from_columns)
             assert from_raw.equals(from_pyarrow)
             assert from_raw.num_rows == sum(map(len, python))
+            if number < V2_ONLY:
+                assert all(c.raw_rows() is not None for c in chunks)  # building made no columns
 
 
 def test_raw_and_made_chunks_mix_in_one_batch() -> None:
