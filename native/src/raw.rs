@@ -342,7 +342,11 @@ pub fn decode_v2_raw<'py>(
                     buf: buf.clone().unbind(),
                     start: start + HEADER_SIZE,
                 },
-                Data::Decompressed(plain) => Body::Owned(plain),
+                Data::Decompressed(mut plain) => {
+                    // Kept until the columns are made: give back the decompressor's spare room.
+                    plain.shrink_to_fit();
+                    Body::Owned(plain)
+                }
             },
         };
         Ok((python_offsets, log_append, raw))
