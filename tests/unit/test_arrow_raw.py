@@ -209,3 +209,13 @@ def test_errors_are_raised_when_the_batch_is_decoded() -> None:
     with pytest.raises(KafkaError) as python_error:
         batch.records()
     assert (type(raw_error.value), str(raw_error.value)) == (type(python_error.value), str(python_error.value))
+
+
+def test_timestamps_past_int64_fall_back_to_the_python_columns() -> None:
+    specs = [RecordSpec(None, b"a", [], 2**63 - 1), RecordSpec(None, b"b", [], 2**63 + 5)]
+    data = build_record_batch(specs, base_timestamp=2**63 - 1, max_timestamp=0)
+    chunk = _chunks(data)[0]
+    assert chunk.raw_rows() is None  # not narrow: Arrow gets the made columns (and fails as before)
+    assert list(chunk.timestamps) == [2**63 - 1, 2**63 + 5] == list(_python_chunks(data)[0].timestamps)
+    with pytest.raises(OverflowError):
+        build_arrow_batch([chunk])
