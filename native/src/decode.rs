@@ -1,8 +1,10 @@
 //! One magic-v2 record batch into columns: the twin of `records_v2._record_loop`.
 //!
-//! Checks the CRC and decompresses with the GIL released, then walks the records once, creating
-//! the key/value bytes and timestamp ints as it goes. Errors and their order match the Python
-//! loop: record structure first, then bytes left over, then offset deltas.
+//! Checks the CRC and decompresses with the GIL released, then walks the records once (`walk`),
+//! handing each field to a `Sink`: here the one creating the key/value bytes and timestamp ints as
+//! it goes (`decode_v2_batch`), in `raw.rs` the one keeping spans (`decode_v2_raw`). Errors and
+//! their order match the Python loop: record structure first, then bytes left over, then offset
+//! deltas.
 
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
