@@ -94,11 +94,17 @@ class ArrowBatch:
 def build_arrow_batch(chunks: Sequence[RecordColumns]) -> ArrowBatch:
     """One batch of the records of ``chunks``, in order (no chunks: an empty batch, full schema)."""
     if native.active is not None:
-        return ArrowBatch(native.active.records_to_arrow([
-            (c.topic, c.partition, c.offsets, c.timestamps, c.timestamp_type, c.keys, c.values, c.headers)
-            for c in chunks]))
+        return ArrowBatch(native.active.records_to_arrow([_native_chunk(c) for c in chunks]))
     check_available()
     return ArrowBatch(_build_with_pyarrow(chunks))
+
+
+def _native_chunk(c: RecordColumns) -> tuple[Any, ...]:
+    """What ``records_to_arrow`` takes: the batch's raw spans while no column was made, else the columns."""
+    raw = c.raw_rows()
+    if raw is not None:
+        return (c.topic, c.partition, *raw)
+    return (c.topic, c.partition, c.offsets, c.timestamps, c.timestamp_type, c.keys, c.values, c.headers)
 
 
 def check_available() -> None:

@@ -28,10 +28,15 @@ _make_record = partial(tuple.__new__, ConsumerRecord)
 
 
 class RecordColumns(Sequence[ConsumerRecord]):
-    """The records of one batch (or a slice of it): one list per varying field."""
+    """The records of one batch (or a slice of it): one list per varying field.
 
-    __slots__ = ("headers", "keys", "leader_epoch", "offsets", "partition", "timestamp_type", "timestamps",
-                 "topic", "values")
+    Built by the native decoder from a ``RawRecords`` (spans into the batch's bytes), the keys,
+    values, timestamps and headers are made on first access (all four at once, then kept), so the
+    Arrow path (``raw_rows()``) never creates them. Offsets are always there.
+    """
+
+    __slots__ = ("_headers", "_keys", "_raw", "_raw_start", "_raw_stop", "_timestamps", "_values", "leader_epoch",
+                 "offsets", "partition", "timestamp_type", "topic")
 
     def __init__(self, topic: str, partition: int, offsets: Sequence[int], timestamps: Sequence[int],
                  timestamp_type: int, keys: list[Any], values: list[Any], headers: Sequence[Headers] | None,
@@ -39,12 +44,77 @@ class RecordColumns(Sequence[ConsumerRecord]):
         self.topic = topic
         self.partition = partition
         self.offsets = offsets  # a range when the batch's offsets have no gaps
-        self.timestamps = timestamps
+        self._timestamps = timestamps
         self.timestamp_type = timestamp_type
-        self.keys = keys
-        self.values = values
-        self.headers = headers  # None: no record has headers
+        self._keys = keys
+        self._values = values
+        self._headers = headers  # None: no record has headers
         self.leader_epoch = leader_epoch
+        self._raw: Any = None  # a native RawRecords while the four columns above are not made yet
+        self._raw_start = self._raw_stop = 0
+
+    @classmethod
+    def of_raw(cls, topic: str, partition: int, offsets: Sequence[int], timestamp_type: int, raw: Any,
+               leader_epoch: int | None, start: int = 0, stop: int | None = None) -> RecordColumns:
+        """Records ``start:stop`` of a native ``RawRecords`` (``offsets``: theirs); columns made when read."""
+        columns = cls(topic, partition, offsets, [], timestamp_type, [], [], None, leader_epoch)
+        columns._raw = raw
+        columns._raw_start = start
+        columns._raw_stop = len(raw) if stop is None else stop
+        return columns
+
+    def _materialise(self) -> None:
+        raw = self._raw
+        if raw is not None:
+            self._timestamps, self._keys, self._values, self._headers = raw.columns(self._raw_start, self._raw_stop)
+            self._raw = None
+
+    @property
+    def timestamps(self) -> Sequence[int]:
+        self._materialise()
+        return self._timestamps
+
+    @timestamps.setter
+    def timestamps(self, timestamps: Sequence[int]) -> None:
+        self._materialise()
+        self._timestamps = timestamps
+
+    @property
+    def keys(self) -> list[Any]:
+        self._materialise()
+        return self._keys
+
+    @keys.setter
+    def keys(self, keys: list[Any]) -> None:
+        self._materialise()
+        self._keys = keys
+
+    @property
+    def values(self) -> list[Any]:
+        self._materialise()
+        return self._values
+
+    @values.setter
+    def values(self, values: list[Any]) -> None:
+        self._materialise()
+        self._values = values
+
+    @property
+    def headers(self) -> Sequence[Headers] | None:
+        self._materialise()
+        return self._headers
+
+    @headers.setter
+    def headers(self, headers: Sequence[Headers] | None) -> None:
+        self._materialise()
+        self._headers = headers
+
+    def raw_rows(self) -> tuple[Any, int, int] | None:
+        """``(RawRecords, start, stop)`` while the columns are not made and fit Arrow's int64 (else None)."""
+        raw = self._raw
+        if raw is None or not raw.narrow:
+            return None
+        return raw, self._raw_start, self._raw_stop
 
     @classmethod
     def of(cls, topic: str, partition: int, records: Sequence[ConsumerRecord]) -> RecordColumns:
@@ -56,7 +126,9 @@ class RecordColumns(Sequence[ConsumerRecord]):
                    [r.headers for r in records], records[-1].leader_epoch)
 
     def __len__(self) -> int:
-        return len(self.values)
+        if self._raw is not None:
+            return self._raw_stop - self._raw_start
+        return len(self._values)
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         if native.active is not None:  # the same records, built without the intermediate tuple
@@ -77,12 +149,22 @@ class RecordColumns(Sequence[ConsumerRecord]):
 
     def __getitem__(self, index: int | slice) -> ConsumerRecord | RecordColumns:
         if isinstance(index, slice):
+            if self._raw is not None:
+                return self._raw_slice(index)
             return RecordColumns(self.topic, self.partition, self.offsets[index], self.timestamps[index],
                                  self.timestamp_type, self.keys[index], self.values[index],
                                  None if self.headers is None else self.headers[index], self.leader_epoch)
         return ConsumerRecord(self.topic, self.partition, self.offsets[index], self.timestamps[index],
                               self.timestamp_type, self.keys[index], self.values[index],
                               () if self.headers is None else self.headers[index], self.leader_epoch)
+
+    def _raw_slice(self, index: slice) -> RecordColumns:
+        rows = range(self._raw_start, self._raw_stop)[index]
+        if rows.step != 1:
+            self._materialise()
+            return self[index]
+        return RecordColumns.of_raw(self.topic, self.partition, self.offsets[index], self.timestamp_type, self._raw,
+                                    self.leader_epoch, rows.start, max(rows.start, rows.stop))
 
     def from_offset(self, min_offset: int) -> RecordColumns:
         """The records with offset >= ``min_offset`` (offsets ascend within a batch)."""

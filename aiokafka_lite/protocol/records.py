@@ -146,16 +146,17 @@ class RecordBatch:
             raise self._corrupt(str(exc)) from exc
 
     def _native_records(self, min_offset: int) -> RecordColumns:
-        """records() through the Rust decoder: the same columns and errors as the Python path."""
+        """records() through the Rust decoder: the same columns and errors as the Python path, raised here."""
         try:
-            offsets, timestamps, timestamp_type, keys, values, headers = native.active.decode_v2_batch(
+            offsets, timestamp_type, raw = native.active.decode_v2_raw(
                 self._buf, self._start, self._end, self._check_crcs, self._max_decompressed)
         except CorruptRecordError as exc:
             raise self._corrupt(str(exc)) from exc
         except UnsupportedCodecError as exc:
             raise self._unsupported(exc) from exc
-        return RecordColumns(self.topic, self.partition, offsets, timestamps, timestamp_type, keys, values,
-                             headers, self.leader_epoch).from_offset(min_offset)
+        # Keys, values, timestamps and headers are made on first access (never on the Arrow path).
+        return RecordColumns.of_raw(self.topic, self.partition, offsets, timestamp_type, raw,
+                                    self.leader_epoch).from_offset(min_offset)
 
     def control_type(self) -> int | None:
         """For a control batch, its marker type (CONTROL_ABORT / CONTROL_COMMIT); else None."""

@@ -7,6 +7,7 @@
 
 mod columns;
 mod ffi;
+mod raw_rows;
 mod stream;
 
 use std::iter::repeat_n;
@@ -18,9 +19,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
 use columns::{
-    as_list, binary_column, bytes_or_none, extend_i64, header_key, list_offset, vec_for, VarBuilder,
+    as_list, bytes_or_none, extend_i64, header_key, list_bytes, list_offset, push_list, vec_for,
+    VarBuilder,
 };
 use ffi::{Buffer, Column, Field};
+use raw_rows::RawRows;
 
 use crate::errors::{native_error, panic_message};
 
@@ -94,16 +97,33 @@ fn guarded<T>(py: Python<'_>, name: &str, body: impl FnOnce() -> PyResult<T>) ->
     })
 }
 
-/// One `(topic, partition, offsets, timestamps, timestamp_type, keys, values, headers)` tuple.
+/// One chunk of records: a `(topic, partition, offsets, timestamps, timestamp_type, keys, values,
+/// headers)` tuple of Python columns, or `(topic, partition, raw_records, start, stop)`.
 struct Chunk<'py> {
     topic: Bound<'py, PyString>,
     partition: i32,
-    offsets: Bound<'py, PyAny>,
-    timestamps: Bound<'py, PyAny>,
     timestamp_type: i32,
-    keys: Bound<'py, PyList>,
-    values: Bound<'py, PyList>,
-    headers: Option<Bound<'py, PyList>>,
+    rows: Rows<'py>,
+}
+
+enum Rows<'py> {
+    Objects {
+        offsets: Bound<'py, PyAny>,
+        timestamps: Bound<'py, PyAny>,
+        keys: Bound<'py, PyList>,
+        values: Bound<'py, PyList>,
+        headers: Option<Bound<'py, PyList>>,
+    },
+    Raw(RawRows<'py>),
+}
+
+impl Chunk<'_> {
+    fn len(&self) -> usize {
+        match &self.rows {
+            Rows::Objects { values, .. } => values.len(),
+            Rows::Raw(raw) => raw.len(),
+        }
+    }
 }
 
 type ChunkTuple<'py> = (
@@ -118,55 +138,99 @@ type ChunkTuple<'py> = (
 );
 
 fn read_chunk<'py>(index: usize, item: &Bound<'py, PyAny>) -> PyResult<Chunk<'py>> {
+    if item.len()? == 5 {
+        let (topic, partition, records, start, stop) = item.extract()?;
+        let rows = RawRows::new(records, start, stop)?;
+        let timestamp_type = rows.timestamp_type();
+        return Ok(Chunk {
+            topic,
+            partition,
+            timestamp_type,
+            rows: Rows::Raw(rows),
+        });
+    }
     let (topic, partition, offsets, timestamps, timestamp_type, keys, values, headers): ChunkTuple<
         'py,
     > = item.extract()?;
-    let chunk = Chunk {
-        topic,
-        partition,
-        offsets,
-        timestamps,
-        timestamp_type,
-        keys: as_list(&keys)?,
-        values: as_list(&values)?,
-        headers: headers.as_ref().map(as_list).transpose()?,
-    };
-    let rows = chunk.values.len();
-    let headers_len = chunk.headers.as_ref().map_or(rows, |h| h.len());
-    if [
-        chunk.keys.len(),
-        chunk.offsets.len()?,
-        chunk.timestamps.len()?,
-        headers_len,
-    ]
-    .iter()
-    .any(|&n| n != rows)
+    let (keys, values) = (as_list(&keys)?, as_list(&values)?);
+    let headers = headers.as_ref().map(as_list).transpose()?;
+    let rows = values.len();
+    let headers_len = headers.as_ref().map_or(rows, |h| h.len());
+    if [keys.len(), offsets.len()?, timestamps.len()?, headers_len]
+        .iter()
+        .any(|&n| n != rows)
     {
         return Err(PyValueError::new_err(format!(
-            "chunk {index} (topic {}): keys, values, offsets, timestamps and headers differ in length",
-            chunk.topic
+            "chunk {index} (topic {topic}): keys, values, offsets, timestamps and headers differ in length"
         )));
     }
-    Ok(chunk)
+    Ok(Chunk {
+        topic,
+        partition,
+        timestamp_type,
+        rows: Rows::Objects {
+            offsets,
+            timestamps,
+            keys,
+            values,
+            headers,
+        },
+    })
 }
 
 fn repeated_i32(chunks: &[Chunk<'_>], rows: usize, value: impl Fn(&Chunk<'_>) -> i32) -> Column {
     let mut out = vec_for(rows);
     for chunk in chunks {
-        out.extend(repeat_n(value(chunk), chunk.values.len()));
+        out.extend(repeat_n(value(chunk), chunk.len()));
     }
     Column::fixed(Buffer::I32(out), rows)
 }
 
-fn int64_column<'a, 'py: 'a>(
-    seqs: impl Iterator<Item = &'a Bound<'py, PyAny>>,
-    rows: usize,
-) -> PyResult<Column> {
+fn offset_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<Column> {
     let mut out = vec_for(rows);
-    for seq in seqs {
-        extend_i64(&mut out, seq)?;
+    for chunk in chunks {
+        match &chunk.rows {
+            Rows::Objects { offsets, .. } => extend_i64(&mut out, offsets)?,
+            Rows::Raw(raw) => raw.extend_offsets(&mut out)?,
+        }
     }
     Ok(Column::fixed(Buffer::I64(out), rows))
+}
+
+fn timestamp_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<Column> {
+    let mut out = vec_for(rows);
+    for chunk in chunks {
+        match &chunk.rows {
+            Rows::Objects { timestamps, .. } => extend_i64(&mut out, timestamps)?,
+            Rows::Raw(raw) => raw.extend_timestamps(&mut out)?,
+        }
+    }
+    Ok(Column::fixed(Buffer::I64(out), rows))
+}
+
+/// The keys (`keys` true) or values of every chunk as one binary column.
+fn binary_column(chunks: &[Chunk<'_>], keys: bool) -> PyResult<(Column, bool)> {
+    let what = if keys { "keys" } else { "values" };
+    let (mut rows, mut bytes) = (0_usize, 0_usize);
+    for chunk in chunks {
+        rows += chunk.len();
+        bytes += match &chunk.rows {
+            Rows::Objects {
+                keys: k, values, ..
+            } => list_bytes(if keys { k } else { values }, what)?,
+            Rows::Raw(raw) => raw.field_bytes(keys),
+        };
+    }
+    let mut builder = VarBuilder::new(rows, bytes); // the exact size: no reallocation while copying
+    for chunk in chunks {
+        match &chunk.rows {
+            Rows::Objects {
+                keys: k, values, ..
+            } => push_list(&mut builder, if keys { k } else { values }, what)?,
+            Rows::Raw(raw) => raw.push_fields(&mut builder, keys),
+        }
+    }
+    Ok(builder.finish())
 }
 
 fn topic_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, bool)> {
@@ -174,12 +238,12 @@ fn topic_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, bool)> {
     let mut bytes = 0_usize;
     for chunk in chunks {
         let name = chunk.topic.to_str()?.as_bytes();
-        bytes = bytes.saturating_add(name.len().saturating_mul(chunk.values.len()));
+        bytes = bytes.saturating_add(name.len().saturating_mul(chunk.len()));
         names.push(name);
     }
     let mut builder = VarBuilder::new(rows, bytes);
     for (chunk, name) in chunks.iter().zip(names) {
-        for _ in 0..chunk.values.len() {
+        for _ in 0..chunk.len() {
             builder.push(Some(name));
         }
     }
@@ -192,8 +256,15 @@ fn headers_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, Field)
     list_offsets.push(0_i32);
     let (mut keys, mut values) = (VarBuilder::new(0, 0), VarBuilder::new(0, 0));
     for chunk in chunks {
-        let Some(headers) = &chunk.headers else {
-            list_offsets.extend(repeat_n(list_offset(keys.len())?, chunk.values.len()));
+        let headers = match &chunk.rows {
+            Rows::Raw(raw) => {
+                raw.push_headers(&mut list_offsets, &mut keys, &mut values)?;
+                continue;
+            }
+            Rows::Objects { headers, .. } => headers,
+        };
+        let Some(headers) = headers else {
+            list_offsets.extend(repeat_n(list_offset(keys.len())?, chunk.len()));
             continue;
         };
         for record in headers.iter() {
@@ -251,15 +322,9 @@ fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
         .enumerate()
         .map(|(index, item)| read_chunk(index, &item?))
         .collect::<PyResult<Vec<_>>>()?;
-    let rows = chunks.iter().map(|c| c.values.len()).sum();
-    let (keys, keys_large) = binary_column(
-        &chunks.iter().map(|c| c.keys.clone()).collect::<Vec<_>>(),
-        "keys",
-    )?;
-    let (values, values_large) = binary_column(
-        &chunks.iter().map(|c| c.values.clone()).collect::<Vec<_>>(),
-        "values",
-    )?;
+    let rows = chunks.iter().map(Chunk::len).sum();
+    let (keys, keys_large) = binary_column(&chunks, true)?;
+    let (values, values_large) = binary_column(&chunks, false)?;
     let (topic, topic_large) = topic_column(&chunks, rows)?;
     let (headers, headers_field) = headers_column(&chunks, rows)?;
     let columns = vec![
@@ -267,8 +332,8 @@ fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
         values,
         topic,
         repeated_i32(&chunks, rows, |c| c.partition),
-        int64_column(chunks.iter().map(|c| &c.offsets), rows)?,
-        int64_column(chunks.iter().map(|c| &c.timestamps), rows)?,
+        offset_column(&chunks, rows)?,
+        timestamp_column(&chunks, rows)?,
         repeated_i32(&chunks, rows, |c| c.timestamp_type),
         headers,
     ];

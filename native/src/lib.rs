@@ -10,6 +10,7 @@ mod decode;
 mod errors;
 mod iter;
 mod objects;
+mod raw;
 mod varint;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -17,7 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
-use crate::errors::{corrupt, panic_message, DecodeError, Result};
+use crate::errors::{panic_message, DecodeError, Result};
 
 /// Run `body`, mapping its errors and any panic to the package's exceptions.
 pub(crate) fn guarded<'py, T>(py: Python<'py>, body: impl FnOnce() -> Result<T>) -> PyResult<T> {
@@ -44,12 +45,7 @@ fn decode_v2_batch<'py>(
 ) -> PyResult<Bound<'py, PyTuple>> {
     let data = buf.as_bytes();
     guarded(py, || {
-        if start > end || end > data.len() {
-            let size = data.len();
-            return Err(corrupt(format!(
-                "batch {start}..{end} lies outside the {size}-byte buffer"
-            )));
-        }
+        decode::within(data, start, end)?;
         decode::decode_batch(
             py,
             &data[start..],
@@ -76,5 +72,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(iter::iter_records, m)?)?;
     m.add_class::<iter::RecordIter>()?;
     arrow::register(m)?;
+    m.add_class::<raw::RawRecords>()?;
+    m.add_function(wrap_pyfunction!(raw::decode_v2_raw, m)?)?;
     Ok(())
 }

@@ -38,15 +38,21 @@ impl<'a> Reader<'a> {
         self.pos = self.pos.saturating_add(count);
     }
 
-    /// The next `size` bytes, cut at the end of the data like a Python slice; the position moves
-    /// by `size` regardless (so a cut field fails a later read or the record-end check).
+    /// The range of the next `size` bytes, cut at the end of the data like a Python slice; the
+    /// position moves by `size` regardless (so a cut field fails a later read or the record-end
+    /// check).
     #[inline(always)]
-    pub fn take(&mut self, size: usize) -> &'a [u8] {
+    pub fn take_span(&mut self, size: usize) -> (usize, usize) {
         let stop = self.pos.saturating_add(size);
         let low = self.pos.min(self.buf.len());
         let high = stop.min(self.buf.len());
         self.pos = stop;
-        &self.buf[low..high]
+        (low, high)
+    }
+
+    /// Bytes located with `take_span`.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> &'a [u8] {
+        &self.buf[range]
     }
 
     /// A zigzag varint of up to ten bytes, at full width.

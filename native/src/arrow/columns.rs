@@ -265,22 +265,20 @@ pub fn header_key<'a>(item: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     }
 }
 
-/// A binary column of the `bytes | None` items of `lists`, one after the other.
-pub fn binary_column(lists: &[Bound<'_, PyList>], what: &str) -> PyResult<(Column, bool)> {
-    let (mut rows, mut bytes) = (0_usize, 0_usize);
-    for list in lists {
-        rows += list.len();
-        for_each_borrowed(list, |item| {
-            bytes += bytes_or_none(&item, what)?.map_or(0, <[u8]>::len);
-            Ok(())
-        })?;
-    }
-    let mut builder = VarBuilder::new(rows, bytes); // the exact size: no reallocation while copying
-    for list in lists {
-        for_each_borrowed(list, |item| {
-            builder.push(bytes_or_none(&item, what)?);
-            Ok(())
-        })?;
-    }
-    Ok(builder.finish())
+/// The bytes in the `bytes | None` items of `list`.
+pub fn list_bytes(list: &Bound<'_, PyList>, what: &str) -> PyResult<usize> {
+    let mut bytes = 0_usize;
+    for_each_borrowed(list, |item| {
+        bytes += bytes_or_none(&item, what)?.map_or(0, <[u8]>::len);
+        Ok(())
+    })?;
+    Ok(bytes)
+}
+
+/// Appends the `bytes | None` items of `list`.
+pub fn push_list(builder: &mut VarBuilder, list: &Bound<'_, PyList>, what: &str) -> PyResult<()> {
+    for_each_borrowed(list, |item| {
+        builder.push(bytes_or_none(&item, what)?);
+        Ok(())
+    })
 }
