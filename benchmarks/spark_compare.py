@@ -8,7 +8,9 @@ Spark's source is ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>
 whole topic in one batch query on ``local[N]`` and compute ``count(*)`` and ``sum(length(value))``,
 so every value is materialised in Spark. The first run of each source is a warm-up (JVM JIT,
 Python workers); the best of the timed runs is reported, as records/s, with the ratio of ours to
-Spark's.
+Spark's. The record decoder the Python workers ran (native, or python with AIOKAFKA_LITE_NO_NATIVE=1)
+is asked from a worker and recorded; the figures go to ``benchmarks/results/spark_compare_<decoder>.json``
+(or ``--json``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 PARTITIONS = 4
+RESULTS = Path(__file__).parent / "results"
 
 
 def _values(count: int, size: int) -> Iterator[dict[str, Any]]:
@@ -43,7 +46,7 @@ def fill_topic(bootstrap: str, records: int, size: int) -> str:
     topic = f"spark-bench-{uuid.uuid4().hex[:6]}"
     began = time.monotonic()
     create_topic(bootstrap, topic, partitions=PARTITIONS)
-    produce(bootstrap, topic, _values(records, size), **{"linger.ms": 20, "batch.size": 1_000_000})
+    produce(bootstrap, topic, _values(records, size), linger_ms=20, batch_size=1_000_000)
     print(f"produced {records:,} x {size} B to {topic} ({PARTITIONS} partitions) in "
           f"{time.monotonic() - began:.1f} s", flush=True)
     return topic
@@ -108,6 +111,15 @@ def spark_session(cores: int, jars: list[str]) -> Any:
     return spark
 
 
+def worker_decoder(spark: Any) -> str:
+    """The record decoder of a Spark Python worker ("native" or "python"), with why when python."""
+    def probe(_: Any) -> str:
+        from aiokafka_lite.protocol import native
+        why = native.why_python()
+        return f"{native.decoder()} ({why})" if why else native.decoder()
+    return str(spark.sparkContext.parallelize([0], 1).map(probe).collect()[0])
+
+
 def read_all(spark: Any, source: str, bootstrap: str, topic: str) -> tuple[int, int, float]:
     """(records, value bytes, seconds) for one full batch read of ``topic``."""
     from pyspark.sql import functions as F
@@ -123,9 +135,9 @@ def read_all(spark: Any, source: str, bootstrap: str, topic: str) -> tuple[int, 
     return int(row.n), int(row.bytes or 0), time.monotonic() - began
 
 
-def measure(spark: Any, source: str, bootstrap: str, topic: str, expected: int, runs: int) -> float:
-    """Best records/s over ``runs`` timed reads after one warm-up."""
-    best = 0.0
+def measure(spark: Any, source: str, bootstrap: str, topic: str, expected: int, runs: int) -> list[float]:
+    """Records/s of ``runs`` timed reads after one warm-up."""
+    rates: list[float] = []
     for attempt in range(runs + 1):
         count, _, seconds = read_all(spark, source, bootstrap, topic)
         if count != expected:
@@ -133,8 +145,8 @@ def measure(spark: Any, source: str, bootstrap: str, topic: str, expected: int, 
         label = "warm-up" if attempt == 0 else f"run {attempt}"
         print(f"  {source:13} {label:8} {seconds:6.2f} s  {count / seconds:12,.0f} records/s", flush=True)
         if attempt:
-            best = max(best, count / seconds)
-    return best
+            rates.append(count / seconds)
+    return rates
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                         "give the newest on Maven Central when pyspark's own is not published there")
     parser.add_argument("--token-provider-version", help="version of spark-token-provider-kafka-0-10 "
                         "(default: the same as --spark-kafka-version)")
-    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--json", help="write the figures to this file (default: "
+                        "benchmarks/results/spark_compare_<decoder>.json)")
     args = parser.parse_args(argv)
 
     import pyspark
@@ -158,30 +171,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap is None:
         from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
         broker = ApacheKafkaBroker("4.3.1").start()
-    bootstrap = args.bootstrap or broker.bootstrap_servers
+    bootstrap = args.bootstrap if broker is None else broker.bootstrap_servers
     try:
         topic = fill_topic(bootstrap, args.records, args.size)
         spark = spark_session(args.cores, jars)
         try:
-            results = {source: measure(spark, source, bootstrap, topic, args.records, args.runs)
-                       for source in ("kafka", "aiokafka_lite")}
+            decoder = worker_decoder(spark)
+            print(f"aiokafka_lite record decoder in the Python workers: {decoder}", flush=True)
+            runs = {source: measure(spark, source, bootstrap, topic, args.records, args.runs)
+                    for source in ("kafka", "aiokafka_lite")}
             version = spark.version
         finally:
             spark.stop()
     finally:
         if broker is not None:
             broker.stop()
+    results = {source: max(rates) for source, rates in runs.items()}
     ratio = results["aiokafka_lite"] / results["kafka"]
     print(f"\nSpark {version}, local[{args.cores}], {args.records:,} records x {args.size} B, "
           f"{PARTITIONS} partitions, best of {args.runs}:")
     print(f"  Spark's Kafka source (spark-sql-kafka-0-10 {kafka_version}): {results['kafka']:12,.0f} records/s")
-    print(f"  aiokafka_lite Python data source:            {results['aiokafka_lite']:12,.0f} records/s")
+    print(f"  aiokafka_lite Python data source ({decoder.split()[0]:6}):   {results['aiokafka_lite']:12,.0f} records/s")
     print(f"  ratio aiokafka_lite / kafka:                 {ratio:12.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"spark": version, "spark_sql_kafka": kafka_version, "records": args.records,
-                       "size": args.size, "cores": args.cores,
-                       "records_per_s": results, "ratio": ratio}, f, indent=2)
+    path = Path(args.json) if args.json else RESULTS / f"spark_compare_{decoder.split()[0]}.json"
+    path.write_text(json.dumps({
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "spark": version,
+        "spark_sql_kafka": kafka_version, "broker": args.bootstrap or "apache-kafka-4.3.1",
+        "master": f"local[{args.cores}]", "records": args.records, "size": args.size, "partitions": PARTITIONS,
+        "decoder": decoder, "runs": args.runs, "records_per_s_runs": runs, "records_per_s": results,
+        "ratio": ratio}, indent=2) + "\n")
+    print(f"written to {path}")
     return 0
 
 

@@ -1,13 +1,14 @@
 """The source's I/O: offset look-ups on the driver, reading one offset range on an executor.
 
 Spark calls a data source from plain (synchronous) Python, so each side drives its own event loop
-with ``asyncio.Runner``: the loop lives as long as the consumer, and a generator can hand records
-to Spark between two ``poll()`` calls without a thread.
+with ``asyncio.Runner``: the loop lives as long as the consumer, and a generator can hand Arrow
+batches to Spark between two ``poll_arrow()`` calls without a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import re
 import time
@@ -18,7 +19,7 @@ from .._net.broker_identity import config_is_tansu
 from ..config import ConsumerConfig
 from ..consumer.consumer import Consumer
 from ..errors import KafkaError, KafkaTimeoutError
-from ..structs import ConsumerRecord, TopicPartition
+from ..structs import TopicPartition
 from ..testing.tansu import DEVIATIONS
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription
 
@@ -118,9 +119,9 @@ async def _subscribed_partitions(consumer: Consumer, subscription: Subscription)
     return sorted(found)
 
 
-def read_range(options: SourceOptions, tp: TopicPartition, start: int, end: int
-               ) -> Iterator[list[ConsumerRecord]]:
-    """Batches of the records of ``tp`` with ``start <= offset < end`` (``start`` may be EARLIEST).
+def read_range(options: SourceOptions, tp: TopicPartition, start: int, end: int) -> Iterator[Any]:
+    """The records of ``tp`` with ``start <= offset < end`` (``start`` may be EARLIEST), as the
+    ``pyarrow.RecordBatch`` of each ``poll_arrow()`` (columns of ``aiokafka_lite.arrow``).
 
     Offsets are not dense (transaction markers, compaction), so the read ends when the consumer's
     position reaches ``end``, not after ``end - start`` records. No progress for
@@ -141,18 +142,27 @@ def read_range(options: SourceOptions, tp: TopicPartition, start: int, end: int
 
 
 def _batches_until(runner: asyncio.Runner, consumer: Consumer, tp: TopicPartition, end: int,
-                   poll_timeout: float) -> Iterator[list[ConsumerRecord]]:
+                   poll_timeout: float) -> Iterator[Any]:
     last_progress = time.monotonic()
     while runner.run(consumer.position(tp)) < end:
-        records = [r for r in runner.run(consumer.poll(timeout=1.0)).records(tp) if r.offset < end]
-        if records:
+        batch = before(runner.run(consumer.poll_arrow(timeout=1.0)).to_pyarrow(), end)
+        if batch.num_rows:
             last_progress = time.monotonic()
-            yield records
+            yield batch
         elif time.monotonic() - last_progress > poll_timeout:
             position = runner.run(consumer.position(tp))
             raise KafkaTimeoutError(
                 f"no records from {tp.topic}-{tp.partition} for {poll_timeout:.0f} s at offset {position}, "
                 f"expected records up to {end} (kafkaConsumer.pollTimeoutMs)")
+
+
+def before(batch: Any, end: int) -> Any:
+    """The rows of ``batch`` (one partition's, offsets ascending) with ``offset < end``: a slice."""
+    offsets = batch.column("offset")
+    rows = len(offsets)
+    if rows == 0 or offsets[rows - 1].as_py() < end:
+        return batch
+    return batch.slice(0, bisect.bisect_left(range(rows), end, key=lambda i: offsets[i].as_py()))
 
 
 class DataLossError(KafkaError):

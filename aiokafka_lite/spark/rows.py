@@ -1,16 +1,13 @@
-"""The output schema of Spark's Kafka source, and records turned into Arrow batches for it.
+"""The output schema of Spark's Kafka source, and ``poll_arrow()`` batches converted to it.
 
 Handing Spark ``pyarrow.RecordBatch`` objects (rather than one tuple per row) skips its per-row
 type checks; the batch schema must equal the one Spark derives from the DDL, so it is built with
-pyspark's own converter.
+pyspark's own converter. The conversion works on whole columns: no per-record Python objects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
-
-from ..structs import ConsumerRecord
 
 BASE_COLUMNS = ("key binary, value binary, topic string, partition int, offset long, "
                 "timestamp timestamp, timestampType int")
@@ -31,21 +28,18 @@ def arrow_schema(spark_schema: Any) -> Any:
         return to_arrow_schema(spark_schema)
 
 
-def to_record_batch(records: Sequence[ConsumerRecord], schema: Any) -> Any:
-    """One ``pyarrow.RecordBatch`` holding ``records`` in the columns of ``schema``."""
+def to_spark_batch(batch: Any, schema: Any) -> Any:
+    """``batch`` (a ``pyarrow.RecordBatch`` of ``poll_arrow()``) in the columns of ``schema``, in its order.
+
+    Columns are picked by name (headers only if ``schema`` has them); a column whose type differs is
+    cast: Kafka's millisecond timestamps become Spark's microseconds, and the headers' list item and
+    struct fields take Spark's names and nullability. Other columns are passed on without a copy.
+    """
     import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
-    columns: dict[str, list[Any]] = {
-        "key": [r.key for r in records],
-        "value": [r.value for r in records],
-        "topic": [r.topic for r in records],
-        "partition": [r.partition for r in records],
-        "offset": [r.offset for r in records],
-        # Kafka timestamps are milliseconds; Spark's are microseconds since the epoch.
-        "timestamp": [r.timestamp * 1000 for r in records],
-        "timestampType": [r.timestamp_type for r in records],
-    }
-    if "headers" in schema.names:
-        columns["headers"] = [[{"key": k, "value": v} for k, v in r.headers] for r in records]
-    arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
+    arrays = [_as_type(batch.column(field.name), field.type) for field in schema]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _as_type(column: Any, target: Any) -> Any:
+    return column if column.type.equals(target) else column.cast(target)

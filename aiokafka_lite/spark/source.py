@@ -19,7 +19,7 @@ from ..structs import TopicPartition
 from .kafka_io import DataLossError, DriverLookups, read_range
 from .offsets import JsonOffsets, OffsetRange, cap, check_batch_bounds, from_json, plan_ranges, to_json
 from .options import SourceOptions, parse_options
-from .rows import arrow_schema, schema_ddl, to_record_batch
+from .rows import arrow_schema, schema_ddl, to_spark_batch
 
 try:  # Spark >= 4.2: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -74,8 +74,8 @@ def _read(options: SourceOptions, schema: StructType, partition: InputPartition)
         return
     target = arrow_schema(schema)
     r = partition.range
-    for records in read_range(options, r.tp, r.start, r.end):
-        yield to_record_batch(records, target)
+    for batch in read_range(options, r.tp, r.start, r.end):
+        yield to_spark_batch(batch, target)
 
 
 class KafkaBatchReader(DataSourceReader):
