@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 
+# Helper modules full of asserts: rewritten like test modules, so a failure shows the values.
+pytest.register_assert_rewrite("tests.conformance._kit", "tests.integration._consumers", "tests.integration._ledger",
+                              "tests.integration._steady")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Without the plugin every broker fixture would be "not found"; say how to fix that instead.

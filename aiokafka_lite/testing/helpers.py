@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from itertools import pairwise
 from typing import Any
 
 from aiokafka_lite.testing.mock_cluster import MockCluster, live_cluster
@@ -89,16 +90,45 @@ def _produce_args(topic: str, record: Record) -> dict[str, Any]:
     return args
 
 
-def _send_all(producer: Any, topic: str, records: Iterable[Record], failures: list[str]) -> int:
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+class _Deliveries:
+    """Delivery reports of one produce() call: failures, and where each record landed."""
 
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.landed: dict[int, list[tuple[int, int]]] = {}  # partition -> [(send index, offset)]
+
+    def callback(self, index: int) -> Callable[[Any, Any], None]:
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                self.failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+            else:
+                self.landed.setdefault(msg.partition(), []).append((index, msg.offset()))
+        return on_delivery
+
+    def out_of_order(self) -> str | None:
+        """Where a partition's log order differs from the send order (tests rely on them being equal)."""
+        for partition, landed in self.landed.items():
+            offsets = [offset for _, offset in sorted(landed)]
+            for earlier, later in pairwise(offsets):
+                if later <= earlier:
+                    return f"partition {partition}: a record sent later landed at offset {later}, before {earlier}"
+        return None
+
+    def check(self, count: int) -> None:
+        if self.failures:
+            raise ProduceError(f"{len(self.failures)} of {count} records failed: {self.failures[:5]}")
+        misplaced = self.out_of_order()
+        if misplaced is not None:
+            raise ProduceError(f"records were written out of send order ({misplaced}): the producer retried "
+                               f"without idempotence")
+
+
+def _send_all(producer: Any, topic: str, records: Iterable[Record], deliveries: _Deliveries) -> int:
     count = 0
     for record in records:
         while True:
             try:
-                producer.produce(on_delivery=on_delivery, **_produce_args(topic, record))
+                producer.produce(on_delivery=deliveries.callback(count), **_produce_args(topic, record))
                 break
             except BufferError:  # local queue full: let deliveries drain, then retry this record
                 producer.poll(0.1)
@@ -119,15 +149,17 @@ def produce(target: str | Any, topic: str, records: Iterable[Record], compressio
     wait for every acknowledgement and return how many were sent; raise ProduceError on any failure.
 
     Extra librdkafka settings go in ``producer_conf`` with dots as underscores (``linger_ms=5``).
+    The producer is idempotent, as Java's is by default: a retried request cannot reorder or repeat
+    records. Each partition's records land in the order given, or ProduceError says they did not.
     """
     conf = {"bootstrap.servers": _bootstrap_of(target), "compression.type": compression,
-            "linger.ms": 5, **{k.replace("_", "."): v for k, v in producer_conf.items()}}
+            "linger.ms": 5, "enable.idempotence": True,
+            **{k.replace("_", "."): v for k, v in producer_conf.items()}}
     producer = _confluent().Producer(conf)
-    failures: list[str] = []
-    count = _send_all(producer, topic, records, failures)
+    deliveries = _Deliveries()
+    count = _send_all(producer, topic, records, deliveries)
     _flush(producer, timeout)
-    if failures:
-        raise ProduceError(f"{len(failures)} of {count} records failed: {failures[:5]}")
+    deliveries.check(count)
     return count
 
 
@@ -144,12 +176,14 @@ def produce_transactional(target: str | Any, topic: str, records: Iterable[Recor
     producer = _confluent().Producer(conf)
     producer.init_transactions(timeout)
     producer.begin_transaction()
-    failures: list[str] = []
-    count = _send_all(producer, topic, records, failures)
+    deliveries = _Deliveries()
+    count = _send_all(producer, topic, records, deliveries)
     _flush(producer, timeout)
-    if failures:
+    try:
+        deliveries.check(count)
+    except ProduceError:
         producer.abort_transaction(timeout)
-        raise ProduceError(f"{len(failures)} of {count} records failed: {failures[:5]}")
+        raise
     if commit:
         producer.commit_transaction(timeout)
     else:
