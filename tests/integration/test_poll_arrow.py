@@ -10,8 +10,9 @@ import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite.errors import InvalidArgumentError
-from aiokafka_lite.protocol import native
+from aiokafka_lite.protocol.native import DecoderName
 from aiokafka_lite.testing.helpers import create_topic, produce
+from tests.decoders import decoder_in_use
 
 from ._consumers import poll_until
 
@@ -21,13 +22,9 @@ SPARK_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "t
 
 
 @pytest.fixture(params=["native", "python"])
-def decoder(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "native" and not native.available():
-        pytest.skip("the native extension is not built (test_native_choice fails where cargo exists)")
-    before = native.decoder()
-    native.use_decoder(request.param)
-    yield request.param
-    native.use_decoder(before)
+def decoder(request: pytest.FixtureRequest) -> Iterator[DecoderName]:
+    with decoder_in_use(request.param) as name:
+        yield name
 
 
 def _sent() -> list[dict[str, Any]]:

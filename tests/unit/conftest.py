@@ -1,44 +1,21 @@
 """Unit-test fixtures: ``record_decoder`` runs a record suite once per decoder (Rust and Python).
 
-A module opts in with ``pytestmark = pytest.mark.usefixtures("record_decoder")``. The native case
-is skipped only where no Rust toolchain exists; with ``cargo`` on PATH an unbuilt extension fails
-the run, so CI cannot silently test the Python decoder twice (unless AIOKAFKA_LITE_NO_NATIVE asks
-for the Python decoder only).
+A module opts in with ``pytestmark = pytest.mark.usefixtures("record_decoder")``; tests/decoders.py
+says when the native case is skipped and when it fails.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
-from aiokafka_lite.protocol import native
 from aiokafka_lite.protocol.native import DecoderName
-
-
-def require_native() -> None:
-    """Skip (no Rust toolchain) or fail (toolchain but no extension) unless the extension loads."""
-    if native.available():
-        return
-    if os.environ.get("AIOKAFKA_LITE_NO_NATIVE", "") not in ("", "0"):
-        pytest.skip("the native decoder is switched off by AIOKAFKA_LITE_NO_NATIVE")
-    if shutil.which("cargo") is None:
-        pytest.skip(f"no Rust toolchain: {native.why_python()}")
-    pytest.fail("cargo is on PATH but the native extension is not built: run `cd native && cargo build "
-                "--release` and copy target/release/lib_native.so to aiokafka_lite/_native.*.so", pytrace=False)
+from tests.decoders import decoder_in_use
 
 
 @pytest.fixture(scope="module", params=["python", "native"])
 def record_decoder(request: pytest.FixtureRequest) -> Iterator[DecoderName]:
     """The record decoder under test, switched on for the module's tests and restored afterwards."""
-    name: DecoderName = request.param
-    if name == "native":
-        require_native()
-    before = native.decoder()
-    native.use_decoder(name)
-    try:
+    with decoder_in_use(request.param) as name:
         yield name
-    finally:
-        native.use_decoder(before)

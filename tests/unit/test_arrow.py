@@ -15,7 +15,7 @@ from aiokafka_lite.arrow import ArrowBatch, arrow_schema, build_arrow_batch
 from aiokafka_lite.errors import ArrowUnavailableError, KafkaError, NativeError
 from aiokafka_lite.protocol import native
 from aiokafka_lite.protocol.record_columns import RecordColumns
-from tests.unit.conftest import require_native
+from tests.decoders import require_native
 
 pa = pytest.importorskip("pyarrow")
 

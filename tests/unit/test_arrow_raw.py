@@ -23,7 +23,7 @@ from aiokafka_lite.protocol.record_columns import RecordColumns
 from aiokafka_lite.protocol.records import PartitionRecords, RecordBatch, iter_batches
 from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
 from aiokafka_lite.protocol.records_v2 import LOG_OVERHEAD
-from tests.unit.conftest import require_native
+from tests.decoders import require_native
 from tests.unit.test_records_parity import corpus, damaged
 
 pa = pytest.importorskip("pyarrow")

@@ -20,7 +20,7 @@ from aiokafka_lite.protocol.record_columns import RecordChunks, RecordColumns
 from aiokafka_lite.protocol.records import iter_batches
 from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
 from aiokafka_lite.structs import ConsumerRecord, ConsumerRecords, TopicPartition
-from tests.unit.conftest import require_native
+from tests.decoders import require_native
 
 pytestmark = pytest.mark.usefixtures("record_decoder")
 

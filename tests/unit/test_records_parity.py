@@ -23,8 +23,8 @@ from aiokafka_lite.protocol import native
 from aiokafka_lite.protocol.compression import Codec
 from aiokafka_lite.protocol.records import PartitionRecords
 from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
+from tests.decoders import require_native
 from tests.unit import test_records_fuzz as fuzz
-from tests.unit.conftest import require_native
 
 PARITY_CASES = 100_000
 Outcome = tuple[list[tuple[object, ...]], str | None]
