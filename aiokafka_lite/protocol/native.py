@@ -18,8 +18,11 @@ DecoderName = Literal["native", "python"]
 _log = logging.getLogger("aiokafka_lite")
 
 
+_switched_off = os.environ.get("AIOKAFKA_LITE_NO_NATIVE", "") not in ("", "0")
+
+
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get("AIOKAFKA_LITE_NO_NATIVE", "") not in ("", "0"):
+    if _switched_off:
         return None, "AIOKAFKA_LITE_NO_NATIVE is set"
     try:
         return importlib.import_module("aiokafka_lite._native"), ""
@@ -28,7 +31,7 @@ def _load() -> tuple[ModuleType | None, str]:
 
 
 _built, _why_not = _load()
-if _built is None and "NO_NATIVE" not in _why_not:
+if _built is None and not _switched_off:  # asked for by the environment: nothing to tell
     _log.info("aiokafka-lite runs its pure-Python record decoder: %s", _why_not)
 # The module the record decoder calls, or None for the pure-Python path.
 active: Any = _built

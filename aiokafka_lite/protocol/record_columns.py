@@ -74,40 +74,20 @@ class RecordColumns(Sequence[ConsumerRecord]):
         self._materialise()
         return self._timestamps
 
-    @timestamps.setter
-    def timestamps(self, timestamps: Sequence[int]) -> None:
-        self._materialise()
-        self._timestamps = timestamps
-
     @property
     def keys(self) -> list[Any]:
         self._materialise()
         return self._keys
-
-    @keys.setter
-    def keys(self, keys: list[Any]) -> None:
-        self._materialise()
-        self._keys = keys
 
     @property
     def values(self) -> list[Any]:
         self._materialise()
         return self._values
 
-    @values.setter
-    def values(self, values: list[Any]) -> None:
-        self._materialise()
-        self._values = values
-
     @property
     def headers(self) -> Sequence[Headers] | None:
         self._materialise()
         return self._headers
-
-    @headers.setter
-    def headers(self, headers: Sequence[Headers] | None) -> None:
-        self._materialise()
-        self._headers = headers
 
     def raw_rows(self) -> tuple[Any, int, int] | None:
         """``(RawRecords, start, stop)`` while the columns are not made and fit Arrow's int64 (else None)."""
