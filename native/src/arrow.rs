@@ -11,7 +11,6 @@ mod raw_rows;
 mod stream;
 
 use std::iter::repeat_n;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
@@ -25,7 +24,7 @@ use columns::{
 use ffi::{Buffer, Column, Field};
 use raw_rows::RawRows;
 
-use crate::errors::{native_error, panic_message};
+use crate::errors::guarded;
 
 /// One Arrow record batch (a struct array) held in Rust memory.
 #[pyclass(frozen, module = "aiokafka_lite._native")]
@@ -59,7 +58,7 @@ impl ArrowRecords {
         requested_schema: Option<Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let _ = requested_schema;
-        guarded(py, "__arrow_c_array__", || {
+        guarded(py, "__arrow_c_array__", || -> PyResult<_> {
             Ok((
                 ffi::schema_capsule(py, &self.schema)?,
                 ffi::array_capsule(py, &self.data)?,
@@ -83,18 +82,6 @@ impl ArrowRecords {
     fn __repr__(&self) -> String {
         format!("ArrowRecords({} rows)", self.data.length)
     }
-}
-
-/// Runs `body`, turning a panic into `NativeError` (a panic must never unwind into Python).
-fn guarded<T>(py: Python<'_>, name: &str, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
-    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
-        let message = format!(
-            "the native extension failed in {name}: {} (a bug in aiokafka-lite; \
-             AIOKAFKA_LITE_NO_NATIVE=1 selects the pure-Python path)",
-            panic_message(payload.as_ref())
-        );
-        Err(native_error(py, message))
-    })
 }
 
 /// One chunk of records: a `(topic, partition, offsets, timestamps, timestamp_type, keys, values,

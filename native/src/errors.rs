@@ -1,5 +1,7 @@
 //! The decoder's one error type, turned into the package's own exception classes at the boundary.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::PyType;
@@ -75,5 +77,43 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         text.clone()
     } else {
         "panic".to_owned()
+    }
+}
+
+/// An error that becomes a Python exception where the call returns to Python.
+pub trait IntoPyException {
+    fn into_exception(self, py: Python<'_>) -> PyErr;
+}
+
+impl IntoPyException for DecodeError {
+    fn into_exception(self, py: Python<'_>) -> PyErr {
+        self.into_pyerr(py)
+    }
+}
+
+impl IntoPyException for PyErr {
+    fn into_exception(self, _py: Python<'_>) -> PyErr {
+        self
+    }
+}
+
+/// Run `body` (the exported function `name`), turning its error into the package's exception and
+/// any panic into `NativeError`: a panic never unwinds into Python.
+pub fn guarded<T, E: IntoPyException>(
+    py: Python<'_>,
+    name: &str,
+    body: impl FnOnce() -> std::result::Result<T, E>,
+) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(err.into_exception(py)),
+        Err(payload) => {
+            let message = format!(
+                "the native extension failed in {name}: {} (a bug in aiokafka-lite; \
+                 AIOKAFKA_LITE_NO_NATIVE=1 selects the pure-Python path)",
+                panic_message(payload.as_ref())
+            );
+            Err(native_error(py, message))
+        }
     }
 }

@@ -14,8 +14,8 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyList, PyTuple, PyType};
 
+use crate::errors::guarded;
 use crate::errors::Result;
-use crate::guarded;
 
 const FIELDS: ffi::Py_ssize_t = 9;
 
@@ -214,7 +214,7 @@ impl RecordIter {
     }
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        guarded(py, || -> Result<Option<PyObject>> {
+        guarded(py, "RecordIter.__next__", || -> Result<Option<PyObject>> {
             Ok(self.next_record(py)?)
         })
     }

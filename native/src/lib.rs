@@ -2,7 +2,7 @@
 //!
 //! The pure-Python modules stay the reference: every function here has a Python twin with the
 //! same results and the same error types, and the tests run both. No panic crosses into Python:
-//! each exported function turns one into `CorruptRecordError("native decoder failed: ...")`.
+//! each exported function turns one into `NativeError` (`errors::guarded`).
 
 mod arrow;
 mod compression;
@@ -13,24 +13,10 @@ mod objects;
 mod raw;
 mod varint;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
-use crate::errors::{panic_message, DecodeError, Result};
-
-/// Run `body`, mapping its errors and any panic to the package's exceptions.
-pub(crate) fn guarded<'py, T>(py: Python<'py>, body: impl FnOnce() -> Result<T>) -> PyResult<T> {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(err.into_pyerr(py)),
-        Err(payload) => {
-            let message = format!("native decoder failed: {}", panic_message(payload.as_ref()));
-            Err(DecodeError::Corrupt(message).into_pyerr(py))
-        }
-    }
-}
+use crate::errors::{guarded, Result};
 
 /// Decode one magic-v2, non-control batch occupying `buf[start:end]` into
 /// `(offsets, timestamps, timestamp_type, keys, values, headers)`.
@@ -44,7 +30,7 @@ fn decode_v2_batch<'py>(
     max_decompressed: usize,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let data = buf.as_bytes();
-    guarded(py, || {
+    guarded(py, "decode_v2_batch", || {
         decode::within(data, start, end)?;
         decode::decode_batch(
             py,
@@ -56,10 +42,10 @@ fn decode_v2_batch<'py>(
     })
 }
 
-/// Panics inside the guard, to prove a panic surfaces as CorruptRecordError (tests only).
+/// Panics inside the guard, to prove a panic surfaces as NativeError (tests only).
 #[pyfunction]
 fn _panic_probe(py: Python<'_>) -> PyResult<()> {
-    guarded(py, || -> Result<()> { panic!("probe") })
+    guarded(py, "_panic_probe", || -> Result<()> { panic!("probe") })
 }
 
 #[pymodule]

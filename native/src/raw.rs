@@ -13,8 +13,8 @@ use crate::decode::{
     capacity, header_tuple, log_append, offsets, prepare_batch, push_field, walk, within, Data,
     Header, Sink, Span, HEADER_SIZE,
 };
+use crate::errors::guarded;
 use crate::errors::Result;
-use crate::guarded;
 use crate::objects::{repeated, ObjectVec};
 
 /// Where the record data lives: in the caller's buffer (uncompressed) or decompressed here.
@@ -223,7 +223,7 @@ impl RawRecords {
     /// them (headers None when no record of the batch has any).
     fn columns<'py>(&self, py: Python<'py>, start: usize, stop: usize) -> PyResult<PyColumns<'py>> {
         self.check_range(start, stop)?;
-        guarded(py, || {
+        guarded(py, "RawRecords.columns", || -> Result<_> {
             let body = self.body(py);
             Ok((
                 self.timestamp_list(py, start, stop)?,
@@ -308,7 +308,7 @@ pub fn decode_v2_raw<'py>(
     max_decompressed: usize,
 ) -> PyResult<RawResult<'py>> {
     let data = buf.as_bytes();
-    let (offsets, log_append, raw) = guarded(py, || {
+    let (offsets, log_append, raw) = guarded(py, "decode_v2_raw", || -> Result<_> {
         within(data, start, end)?;
         let prepared = prepare_batch(
             py,

@@ -11,12 +11,12 @@ import cramjam
 import pytest
 from crc32c import crc32c
 
-from aiokafka_lite.errors import CorruptRecordError, UnsupportedCodecError
+from aiokafka_lite.errors import CorruptRecordError, NativeError, UnsupportedCodecError
 from aiokafka_lite.protocol import native
 from aiokafka_lite.protocol.compression import Codec, compress
 from aiokafka_lite.protocol.records import decode_records
 from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
-from tests.unit.conftest import require_native
+from tests.decoders import require_native
 
 BOMB_SIZE = 512 * 1024 * 1024  # zeros that compress to well under a megabyte
 
@@ -174,6 +174,7 @@ def test_bounds_outside_the_buffer_are_corrupt() -> None:
         native.active.decode_v2_batch(b"\x00" * 10, 0, 10, True, 100)
 
 
-def test_a_panic_becomes_corrupt_record_error() -> None:
-    with pytest.raises(CorruptRecordError, match="native decoder failed: probe"):
+def test_a_panic_becomes_native_error() -> None:
+    # A bug, not bad bytes: NativeError says so and names the way back to the pure-Python decoder.
+    with pytest.raises(NativeError, match=r"failed in _panic_probe: probe .*AIOKAFKA_LITE_NO_NATIVE=1"):
         native.active._panic_probe()
