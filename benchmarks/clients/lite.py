@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import aiokafka_lite
-from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite import Consumer, ConsumerRecords, TopicPartition
 from aiokafka_lite.protocol import native
 from benchmarks.clients._harness import Result, Spec, Stopwatch, run
 
@@ -23,30 +25,46 @@ def make_consumer(spec: Spec) -> Consumer:
                     max_partition_fetch_bytes=spec.max_partition_fetch_bytes)
 
 
-async def _consume(spec: Spec, watch: Stopwatch) -> Result:
+# One poll: how many records arrived, and a function reading them all (returning their value bytes).
+PollStep = Callable[[Consumer], Awaitable[tuple[int, Callable[[], int]]]]
+
+
+async def poll_loop(spec: Spec, watch: Stopwatch, poll_once: PollStep) -> Result:
+    """Assign the benchmark's partitions and poll until every record was read (shared by lite_arrow)."""
     consumer = make_consumer(spec)
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, p) for topic, p in spec.assignment()])
         count = payload = 0
         while count < spec.records:
-            batch = await consumer.poll(timeout=1.0)
-            watch.first(len(batch))
-            for record in batch:
-                payload += len(record.value)
-            count += len(batch)
+            arrived, read = await poll_once(consumer)
+            watch.first(arrived)
+            payload += read()
+            count += arrived
         watch.stop()
     finally:
         await consumer.close()
     return count, payload
 
 
+def _value_bytes(batch: ConsumerRecords) -> int:
+    payload = 0
+    for record in batch:
+        payload += len(record.value)
+    return payload
+
+
+async def _poll_records(consumer: Consumer) -> tuple[int, Callable[[], int]]:
+    batch = await consumer.poll(timeout=1.0)
+    return len(batch), partial(_value_bytes, batch)
+
+
 def consume(spec: Spec, watch: Stopwatch) -> Result:
     if spec.uvloop:
         import uvloop
 
-        return uvloop.run(_consume(spec, watch))
-    return asyncio.run(_consume(spec, watch))
+        return uvloop.run(poll_loop(spec, watch, _poll_records))
+    return asyncio.run(poll_loop(spec, watch, _poll_records))
 
 
 def extra(spec: Spec) -> dict[str, Any]:

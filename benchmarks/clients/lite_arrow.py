@@ -4,35 +4,30 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from aiokafka_lite import TopicPartition
+from aiokafka_lite import Consumer
 from benchmarks.clients._harness import Result, Spec, Stopwatch, run
-from benchmarks.clients.lite import extra, make_consumer
+from benchmarks.clients.lite import extra, poll_loop
 
 
-async def _consume(spec: Spec, watch: Stopwatch) -> Result:
-    consumer = make_consumer(spec)
-    await consumer.start()
-    try:
-        consumer.assign([TopicPartition(topic, p) for topic, p in spec.assignment()])
-        count = payload = 0
-        while count < spec.records:
-            batch = pa.record_batch(await consumer.poll_arrow(timeout=1.0))
-            watch.first(batch.num_rows)
-            if batch.num_rows:
-                payload += pc.sum(pc.binary_length(batch.column("value"))).as_py() or 0
-            count += batch.num_rows
-        watch.stop()
-    finally:
-        await consumer.close()
-    return count, payload
+def _value_bytes(batch: pa.RecordBatch) -> int:
+    if not batch.num_rows:
+        return 0
+    return pc.sum(pc.binary_length(batch.column("value"))).as_py() or 0
+
+
+async def _poll_arrow(consumer: Consumer) -> tuple[int, Callable[[], int]]:
+    batch = pa.record_batch(await consumer.poll_arrow(timeout=1.0))
+    return batch.num_rows, partial(_value_bytes, batch)
 
 
 def consume(spec: Spec, watch: Stopwatch) -> Result:
-    return asyncio.run(_consume(spec, watch))
+    return asyncio.run(poll_loop(spec, watch, _poll_arrow))
 
 
 if __name__ == "__main__":
