@@ -552,7 +552,8 @@ class Consumer:
         figures = {"started": self._started, "closed": self._closed, "polls": self._polls,
                    "heartbeat_mode": self.config.heartbeat_mode, "loop_stalls": self._stall.stalls,
                    "longest_loop_stall_seconds": self._stall.longest_stall,
-                   "record_decoder": native.decoder()}
+                   "record_decoder": native.decoder(),
+                   "fetch_sessions": {} if self._fetcher is None else self._fetcher.sessions()}
         return snapshot(figures, self._subscription, self._timers, self._member, self._cluster)
 
 

@@ -40,6 +40,7 @@ from ..protocol.messages import FETCH
 from ..protocol.record_columns import RecordChunks
 from ..protocol.records import PartitionRecords, next_fetch_offset
 from ..structs import TopicPartition
+from .fetch_session import FetchPlan, FetchSession
 from .offsets import READ_COMMITTED, ClusterLike, ConnectionLike
 from .subscription import PartitionState, ResetStrategy, SubscriptionState
 
@@ -119,6 +120,7 @@ class Fetcher:
         self._partition_backoff: dict[TopicPartition, float] = {}
         self._retry_timers: dict[int, asyncio.TimerHandle] = {}
         self._preferred: dict[TopicPartition, tuple[int, float]] = {}  # tp -> (node id, until)
+        self._sessions: dict[int, FetchSession] = {}  # by node id (KIP-227)
         self._data_ready = asyncio.Event()
         self._closed = False
 
@@ -137,6 +139,13 @@ class Fetcher:
         """Fetch requests currently in flight (at most one per broker)."""
         return len(self._in_flight)
 
+    def sessions(self) -> dict[int, dict[str, int]]:
+        """Per broker: its fetch session (id 0: none) and how many full and incremental fetches went out."""
+        return {node: {"session_id": st.session_id, "epoch": st.epoch, "partitions": len(st.partitions),
+                       "full_fetches": st.full_requests, "incremental_fetches": st.incremental_requests,
+                       "partitions_sent": st.partitions_sent}
+                for node, st in sorted(self._sessions.items())}
+
     def buffered_bytes(self) -> int:
         return sum(cf.size for cf in self._completed.values()) + sum(cf.size for cf in self._next.values())
 
@@ -151,7 +160,7 @@ class Fetcher:
         assignment = self._subscription.assignment
         for node_id, offsets in plans.items():
             incarnations = {tp: assignment[tp].incarnation for tp in offsets}
-            task = loop.create_task(self._fetch(node_id, offsets, incarnations, self._request_body(offsets)),
+            task = loop.create_task(self._fetch(node_id, offsets, incarnations),
                                     name=f"aiokafka-lite fetch from broker {node_id}")
             self._in_flight[node_id] = task
             self._in_flight_tps.update(offsets)
@@ -195,9 +204,9 @@ class Fetcher:
         leader = self._cluster.leader_for(tp)
         return leader if leader is not None and leader >= 0 else None
 
-    def _request_body(self, offsets: Mapping[TopicPartition, int]) -> dict[str, Any]:
+    def _request_body(self, plan: FetchPlan) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, offset in offsets.items():
+        for tp, offset in plan.send.items():
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition,
                 "current_leader_epoch": -1,  # no fencing: the metadata cache does not track epochs
@@ -205,34 +214,49 @@ class Fetcher:
                 "log_start_offset": -1,
                 "partition_max_bytes": self._partition_max_bytes,
             })
+        forgotten: dict[str, list[int]] = {}
+        for tp in plan.forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         return {
             "replica_id": -1,
             "max_wait_ms": self._max_wait_ms,
             "min_bytes": self._min_bytes,
             "max_bytes": self._max_bytes,
             "isolation_level": self._isolation_level,
-            "session_id": 0,  # sessionless full fetch (KIP-227): every request lists every partition
-            "session_epoch": -1,
+            "session_id": plan.session_id,
+            "session_epoch": plan.epoch,
             "topics": [{"topic": topic, "partitions": parts} for topic, parts in topics.items()],
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": [{"topic": topic, "partitions": parts} for topic, parts in forgotten.items()],
             "rack_id": self._rack,
         }
 
-    async def _fetch(self, node_id: int, offsets: dict[TopicPartition, int], incarnations: Mapping[TopicPartition, int],
-                     body: dict[str, Any]) -> None:
+    async def _fetch(self, node_id: int, offsets: dict[TopicPartition, int],
+                     incarnations: Mapping[TopicPartition, int]) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
         stored: bool | None = None  # None: the fetch failed
+        session = self._sessions.setdefault(node_id, FetchSession())
         try:
             conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout)
             version = conn.version_for(FETCH, MAX_FETCH_VERSION)
+            plan = session.plan(offsets, version)
             # The broker holds the request up to max_wait_ms before answering: allow for that.
             timeout = self._request_timeout + self._max_wait_ms / 1000
-            response = await conn.send(FETCH, version, body, timeout=timeout)
-            stored = self._store_response(node_id, offsets, incarnations, response)
+            response = await conn.send(FETCH, version, self._request_body(plan), timeout=timeout)
+            if session.answered(plan, response.get("error_code", 0), response.get("session_id", 0)):
+                stored = self._store_response(node_id, offsets, incarnations, response)
+            else:
+                # Sessions end when the broker evicts them (its cache is full): as in Java, INFO.
+                log.info("broker %d ended fetch session %d: %s; the next fetch is a full one", node_id,
+                         plan.session_id, BrokerError(response["error_code"]).name)
+                stored = True  # nothing stored, but fetch again at once (a full fetch)
             self._fetch_succeeded(node_id)
         except Exception as exc:
+            session.failed()
             self._fetch_failed(node_id, exc)
+        except BaseException:  # cancelled: whether the broker applied the request is unknown
+            session.failed()
+            raise
         finally:
             self._in_flight.pop(node_id, None)
             self._in_flight_tps.difference_update(offsets)

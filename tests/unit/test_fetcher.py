@@ -182,7 +182,8 @@ async def test_fetch_request_and_positions_advance() -> None:
         node, version, body, timeout = cluster.fetches()[0]
         assert (node, version) == (1, MAX_FETCH_VERSION)
         assert timeout == pytest.approx(5.1)  # request timeout + max wait
-        assert (body["max_wait_ms"], body["session_id"], body["session_epoch"]) == (100, 0, -1)
+        # A full fetch that asks for a session (KIP-227): id 0, epoch 0.
+        assert (body["max_wait_ms"], body["session_id"], body["session_epoch"]) == (100, 0, 0)
         assert body["rack_id"] == "rack-a"
         [p] = body["topics"][0]["partitions"]
         assert (p["partition"], p["fetch_offset"], p["partition_max_bytes"]) == (0, 0, 1_048_576)

@@ -1,0 +1,101 @@
+"""Incremental fetch sessions (KIP-227): one per broker, so a Fetch names only what changed.
+
+The first request to a broker is a full fetch that asks for a session (id 0, epoch 0). Once the
+broker grants one, each request carries the session id and the next epoch and lists only the
+partitions that are new or whose fetch offset moved, plus the ones to forget; the broker keeps
+the rest and answers only for partitions with news. A session error (70, 71) or a failed request
+starts over with a full fetch, closing the old session (Java's FetchSessionHandler does the same).
+A broker that grants no session (id 0 in the answer) gets full fetches, as before KIP-227.
+Sans-IO: no asyncio, no sockets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..structs import TopicPartition
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+SESSION_ERRORS = frozenset({FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH})
+MIN_SESSION_VERSION = 7  # Fetch v7 added session_id, session_epoch and forgotten_topics_data
+_INITIAL_EPOCH = 0  # with id 0: "open a session"; with an id: "close it and open a new one"
+_SESSIONLESS_EPOCH = -1  # with id 0: a full fetch that asks for no session
+_MAX_EPOCH = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlan:
+    """One request's session fields and partitions: ``send`` goes in ``topics``, ``forget`` in
+    ``forgotten_topics_data``; ``wanted`` is every partition the answer may carry data for."""
+
+    session_id: int
+    epoch: int
+    send: dict[TopicPartition, int]
+    forget: list[TopicPartition]
+    wanted: dict[TopicPartition, int]
+
+    @property
+    def full(self) -> bool:
+        return self.epoch in (_INITIAL_EPOCH, _SESSIONLESS_EPOCH)
+
+
+@dataclass(slots=True)
+class FetchSession:
+    """The client side of one broker's fetch session."""
+
+    session_id: int = 0
+    epoch: int = _INITIAL_EPOCH
+    # What the broker holds for the session: partition -> the fetch offset last sent.
+    partitions: dict[TopicPartition, int] = field(default_factory=dict)
+    full_requests: int = 0
+    incremental_requests: int = 0
+    partitions_sent: int = 0  # over every answered request: what sessions save shows here
+
+    def plan(self, wanted: dict[TopicPartition, int], version: int) -> FetchPlan:
+        """The request that fetches ``wanted`` (partition -> fetch offset) at Fetch ``version``."""
+        if version < MIN_SESSION_VERSION:
+            return FetchPlan(0, _SESSIONLESS_EPOCH, dict(wanted), [], dict(wanted))
+        if self.session_id == 0 or self.epoch == _INITIAL_EPOCH:
+            return FetchPlan(self.session_id, _INITIAL_EPOCH, dict(wanted), [], dict(wanted))
+        held = self.partitions
+        send = {tp: offset for tp, offset in wanted.items() if held.get(tp) != offset}
+        forget = [tp for tp in held if tp not in wanted]
+        return FetchPlan(self.session_id, self.epoch, send, forget, dict(wanted))
+
+    def answered(self, plan: FetchPlan, error_code: int, session_id: int) -> bool:
+        """Record the broker's answer to ``plan``; False when it was a session error (the answer
+        carries no data then, and the next request is a full fetch)."""
+        if error_code in SESSION_ERRORS:
+            self._restart(close=error_code != FETCH_SESSION_ID_NOT_FOUND)
+            return False
+        if error_code:
+            return True  # not about the session: the caller handles it; the session is unchanged
+        self.partitions_sent += len(plan.send)
+        if plan.full:
+            self.full_requests += 1
+            if plan.epoch == _SESSIONLESS_EPOCH or session_id == 0:
+                self.session_id, self.epoch = 0, _INITIAL_EPOCH  # none granted: full fetches
+                self.partitions.clear()
+                return True
+            self.session_id, self.epoch = session_id, 1
+            self.partitions = dict(plan.send)
+            return True
+        self.incremental_requests += 1
+        for tp in plan.forget:
+            self.partitions.pop(tp, None)
+        self.partitions.update(plan.send)
+        self.epoch = 1 if self.epoch == _MAX_EPOCH else self.epoch + 1
+        return True
+
+    def failed(self) -> None:
+        """The request got no answer: whether the broker applied it is unknown, so start over."""
+        self._restart(close=True)
+
+    def _restart(self, close: bool) -> None:
+        # Closing names the old session in the next full fetch (id kept, epoch 0) so the broker
+        # frees it at once instead of waiting for it to expire.
+        if not close:
+            self.session_id = 0
+        self.epoch = _INITIAL_EPOCH
+        self.partitions.clear()
