@@ -460,11 +460,11 @@ class Consumer:
 
     def pause(self, *tps: TopicPartition) -> None:
         self._check_open()
-        self._subscription.pause(tps)
+        self._subscription.pause(_partition_args(tps, "pause"))
 
     def resume(self, *tps: TopicPartition) -> None:
         self._check_open()
-        self._subscription.resume(tps)
+        self._subscription.resume(_partition_args(tps, "resume"))
 
     def paused(self) -> set[TopicPartition]:
         self._check_open()
@@ -572,6 +572,16 @@ def _partitions_arg(tps: Iterable[TopicPartition], what: str) -> list[TopicParti
         if not isinstance(tp, TopicPartition):
             raise InvalidArgumentError(f"{what} takes TopicPartition objects, got {tp!r}")
     return wanted
+
+
+def _partition_args(tps: tuple[Any, ...], what: str) -> tuple[TopicPartition, ...]:
+    """pause()/resume() take partitions as arguments (``pause(tp1, tp2)``), not one collection."""
+    for tp in tps:
+        if not isinstance(tp, TopicPartition):
+            unpack = isinstance(tp, Iterable) and not isinstance(tp, str | bytes)
+            hint = f"; to pass a collection, unpack it: {what}(*partitions)" if unpack else ""
+            raise InvalidArgumentError(f"{what}() takes TopicPartition arguments, got {tp!r}{hint}")
+    return tps
 
 
 async def _cancel(fut: asyncio.Future[Any] | None) -> None:

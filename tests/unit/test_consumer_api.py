@@ -98,6 +98,11 @@ async def test_bad_arguments_to_offset_calls():
         await consumer.commit({TP: -1})
     with pytest.raises(InvalidArgumentError, match="invalid offset"):
         consumer.commit_async({TP: "x"})
+    with pytest.raises(InvalidArgumentError, match=r"pause\(\) takes TopicPartition arguments, got \[.*unpack it"):
+        consumer.pause([TP])  # pause(*partitions), not pause(partitions)
+    with pytest.raises(InvalidArgumentError, match=r"resume\(\) takes TopicPartition arguments, got 't'$"):
+        consumer.resume("t")
+    assert consumer.paused() == set()
     assert not consumer.metrics()["started"]
     await consumer.close()
 
