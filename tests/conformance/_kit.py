@@ -48,8 +48,10 @@ def send_records(broker: Any, tp: TopicPartition, count: int, start_ts: int = 10
     librdkafka reads a timestamp of 0 as "now", so Kafka's ``startingTimestamp = 0`` is 1000 here.
     """
     assert start_ts + first > 0, "a timestamp of 0 means 'now' to librdkafka"
+    # Idempotent, as Kafka's test producer is: offsets are asserted against the produce order.
     produce(broker, tp.topic, [{"key": f"key {i}", "value": f"value {i}", "partition": tp.partition,
-                                "timestamp": start_ts + i} for i in range(first, first + count)])
+                                "timestamp": start_ts + i} for i in range(first, first + count)],
+            enable_idempotence=True)
 
 
 class CountingListener(ConsumerRebalanceListener):
