@@ -1,4 +1,5 @@
-"""Real Kafka brokers for tests: Tansu, Apache Kafka (KRaft) and librdkafka's mock cluster.
+"""Real Kafka brokers for tests: Tansu, Apache Kafka (KRaft; one node, or a 3-broker ``KafkaCluster``)
+and librdkafka's mock cluster.
 
 Each broker listens on 127.0.0.1 on free ports, is a context manager, and exposes
 ``bootstrap_servers`` and ``name``. The pytest plugin (``aiokafka_lite.testing.plugin``) wraps them
@@ -14,6 +15,7 @@ from aiokafka_lite.testing._process import BrokerStartError, BrokerUnavailable
 from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import ProduceError, create_topic, produce, produce_transactional
 from aiokafka_lite.testing.java_clients import JavaClientError, VerifiableConsumer
+from aiokafka_lite.testing.kafka_cluster import KafkaCluster
 from aiokafka_lite.testing.mock_cluster import ApiKey, MockCluster, MockClusterError
 from aiokafka_lite.testing.tansu import TansuBroker
 
@@ -23,6 +25,7 @@ __all__ = [
     "BrokerStartError",
     "BrokerUnavailable",
     "JavaClientError",
+    "KafkaCluster",
     "MockCluster",
     "MockClusterError",
     "ProduceError",

@@ -168,6 +168,15 @@ class ManagedProcess:
         return text[-max_chars:]
 
 
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def wait_until(ready: Callable[[], bool], *, timeout: float, what: str,
                process: ManagedProcess | None = None, interval: float = 0.05) -> None:
     """Poll ``ready`` until it is true; fail fast (with the log tail) if ``process`` dies."""

@@ -25,6 +25,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -35,6 +36,7 @@ from aiokafka_lite.testing._process import (
     BrokerStartError,
     ManagedProcess,
     free_port,
+    port_open,
     wait_until,
 )
 
@@ -89,7 +91,7 @@ _JVM_OPTS = ["-Xms256m", "-Xmx768m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialG
              "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError"]
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     # One id in 64 would start with "-", which kafka-storage's argument parser takes for an
     # option ("argument --cluster-id/-t: expected one argument"); Kafka's own Uuid.randomUuid()
     # skips those for the same reason.
@@ -97,6 +99,23 @@ def _new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cluster_id.startswith("-"):
             return cluster_id
+
+
+@dataclass(frozen=True)
+class NodeRole:
+    """What one process of a cluster is (the default: a one-node cluster, broker and controller)."""
+
+    node_id: int = 1
+    broker: bool = True
+    controller: bool = True
+    quorum: str | None = None  # controller.quorum.voters; None: this node alone
+    cluster_id: str | None = None  # every node of a cluster is formatted with the same id
+    ports: Mapping[str, int] = field(default_factory=dict)  # listener -> port, fixed in advance
+    properties: Mapping[str, str] = field(default_factory=dict)  # this node's own settings
+
+    @property
+    def kind(self) -> str:
+        return "broker" if self.broker and not self.controller else "controller" if not self.broker else "combined"
 
 
 class ApacheKafkaBroker:
@@ -107,9 +126,11 @@ class ApacheKafkaBroker:
                  extra_listeners: Mapping[str, str] | None = None,
                  advertised_ports: Mapping[str, int] | None = None,
                  storage_format_args: Sequence[str] = (),
-                 start_timeout: float = 120.0) -> None:
+                 start_timeout: float = 120.0,
+                 node: NodeRole | None = None) -> None:
         self.version = version
-        self.name = f"kafka-{version}"
+        self.node = node or NodeRole()
+        self.name = f"kafka-{version}" if node is None else f"kafka-{version}-{self.node.kind}-{self.node.node_id}"
         self.extra_properties = dict(extra_properties or {})
         self.extra_listeners = dict(extra_listeners or {})
         self.advertised_ports = dict(advertised_ports or {})
@@ -122,6 +143,10 @@ class ApacheKafkaBroker:
         self._process: ManagedProcess | None = None
 
     # -- addresses -----------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.node.node_id
 
     @property
     def port(self) -> int:
@@ -208,7 +233,8 @@ class ApacheKafkaBroker:
         self._jars = kafka_jars(self.version)
         self._tmp = Path(tempfile.mkdtemp(prefix=f"aiokafka-lite-{self.name}-"))
         try:
-            self.ports = {name: free_port() for name in ["PLAINTEXT", "CONTROLLER", *self.extra_listeners]}
+            self.ports = {name: free_port() for name in self._protocols() if name not in self.node.ports}
+            self.ports.update(self.node.ports)
             (self._tmp / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_path))
             (self._tmp / "server.properties").write_text(self._server_properties())
             self._format_storage(java)
@@ -217,26 +243,36 @@ class ApacheKafkaBroker:
             raise
 
     def _protocols(self) -> dict[str, str]:
-        return {"PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", **self.extra_listeners}
+        """Listener name -> security protocol of the listeners this node opens."""
+        protocols = {}
+        if self.node.broker:
+            protocols["PLAINTEXT"] = "PLAINTEXT"
+        if self.node.controller:
+            protocols["CONTROLLER"] = "PLAINTEXT"
+        return {**protocols, **(self.extra_listeners if self.node.broker else {})}
 
     def _server_properties(self) -> str:
         protocols = self._protocols()
         listeners = ",".join(f"{name}://{LOCALHOST}:{self.ports[name]}" for name in protocols)
         advertised = ",".join(f"{name}://{LOCALHOST}:{self.advertised_ports.get(name, self.ports[name])}"
                               for name in protocols if name != "CONTROLLER")
+        voters = self.node.quorum or f"{self.node_id}@{LOCALHOST}:{self.ports['CONTROLLER']}"
         props = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@{LOCALHOST}:{self.ports['CONTROLLER']}",
+            "process.roles": ",".join(role for role, on in (("broker", self.node.broker),
+                                                             ("controller", self.node.controller)) if on),
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
             "listeners": listeners,
-            "advertised.listeners": advertised,
-            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
+            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in
+                                                       {**protocols, "CONTROLLER": "PLAINTEXT"}.items()),
             "log.dirs": str(self._workdir() / "data"),
             **FAST_TEST_PROPERTIES,
+            **self.node.properties,
             **self.extra_properties,
         }
+        if self.node.broker:
+            props.update({"inter.broker.listener.name": "PLAINTEXT", "advertised.listeners": advertised})
         return "".join(f"{key}={value}\n" for key, value in props.items())
 
     def _workdir(self) -> Path:
@@ -252,9 +288,9 @@ class ApacheKafkaBroker:
                 "-cp", f"{self._jars}/*", main_class, *args]
 
     def _format_storage(self, java: str) -> None:
-        argv = self._java_argv(java, "kafka.tools.StorageTool", "format", "-t", _new_cluster_id(),
-                               "-c", str(self._workdir() / "server.properties"),
-                               *self.storage_format_args)
+        cluster_id = self.node.cluster_id or new_cluster_id()
+        argv = self._java_argv(java, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                               "-c", str(self._workdir() / "server.properties"), *self.storage_format_args)
         result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         if result.returncode != 0:
             raise BrokerStartError(f"{self.name}: formatting storage failed:\n"
@@ -264,9 +300,11 @@ class ApacheKafkaBroker:
         workdir = self._workdir()
         argv = self._java_argv(self._java(), "kafka.Kafka", str(workdir / "server.properties"))
         self._process = ManagedProcess(argv, workdir / "stdout.log", cwd=workdir, orphan_cleanup=workdir)
+        port = self.port if self.node.broker else self.listener_port("CONTROLLER")
+        # A controller serves no Metadata to clients: listening is all it can show.
+        ready = (lambda: kafka_ready(LOCALHOST, port)) if self.node.broker else (lambda: port_open(LOCALHOST, port))
         try:
-            wait_until(lambda: kafka_ready(LOCALHOST, self.port), timeout=self.start_timeout,
-                       what=f"{self.name} on port {self.port} (log {self.log_path})",
+            wait_until(ready, timeout=self.start_timeout, what=f"{self.name} on port {port} (log {self.log_path})",
                        process=self._process, interval=0.1)
         except BaseException:
             self.shutdown(kill=True)

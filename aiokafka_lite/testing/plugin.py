@@ -24,6 +24,11 @@ Installed with ``pip install 'aiokafka-lite[testing]'`` it is loaded automatical
     into ``~/.cache/aiokafka-lite`` (``$AIOKAFKA_LITE_CACHE``). ``.restart()`` and ``.kill()`` are
     there for fault tests, but a session broker is shared: restart it only in tests that can
     tolerate others' data, or start your own ``ApacheKafkaBroker`` in the test.
+``kafka_cluster`` (module)
+    Apache Kafka 4.3.1 as three brokers and a KRaft controller (``KafkaCluster``): replicated
+    topics, brokers to stop, kill and start, leaders and the group coordinator to find. One per
+    test module, as its tests restart brokers. Needs ``java`` and ``confluent-kafka`` (its admin
+    client answers the cluster questions).
 ``mock_cluster`` (function)
     librdkafka's mock cluster (3 brokers) with error injection. Needs ``confluent-kafka``.
 ``unique_topic`` / ``unique_group``
@@ -138,6 +143,14 @@ def kafka39_broker() -> Iterator[Any]:
     from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
 
     yield from _started(lambda: ApacheKafkaBroker("3.9.1"))
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster() -> Iterator[Any]:
+    """Three Apache Kafka 4.3.1 brokers and a controller for the test module (``KafkaCluster``)."""
+    from aiokafka_lite.testing.kafka_cluster import KafkaCluster
+
+    yield from _started(KafkaCluster)
 
 
 @pytest.fixture

@@ -12,7 +12,9 @@ class SteadyProducer:
     def __init__(self, bootstrap: str, topic: str, partitions: int, per_second: float) -> None:
         import confluent_kafka  # the reference producer, as in aiokafka_lite.testing.helpers
 
-        self._producer: Any = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        # Idempotent: a retry (a broker restarting) neither reorders nor repeats records in the log.
+        self._producer: Any = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                                        "enable.idempotence": True})
         self._topic = topic
         self._partitions = partitions
         self._interval = 1.0 / per_second

@@ -85,10 +85,10 @@ def test_the_option_overrides_the_default(tmp_path: Path) -> None:
     assert "kafka_broker is mock (--kafka-broker)" in _report_header(tmp_path, bin_dir, "--kafka-broker=mock")
 
 
-def test_new_cluster_ids_never_start_with_a_dash():
+def testnew_cluster_ids_never_start_with_a_dash():
     # kafka-storage would read "-t -abc..." as a missing value followed by an option.
-    from aiokafka_lite.testing.apache_kafka import _new_cluster_id
+    from aiokafka_lite.testing.apache_kafka import new_cluster_id
 
-    ids = [_new_cluster_id() for _ in range(2000)]  # about 31 of them would start with "-" unfiltered
+    ids = [new_cluster_id() for _ in range(2000)]  # about 31 of them would start with "-" unfiltered
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(i) == 22 for i in ids)

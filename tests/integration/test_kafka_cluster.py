@@ -1,0 +1,186 @@
+"""Three Apache Kafka 4.3.1 brokers and a controller (aiokafka_lite.testing.KafkaCluster), replicated
+topics (replication factor 3, min.insync.replicas 2), and our consumers through broker faults.
+
+Kafka's own system test is the model: tests/kafkatest/tests/client/consumer_test.py in apache/kafka
+(test_broker_rolling_bounce: a rolling bounce of every broker while a group consumes with manual
+commits; nothing lost, nothing read twice, no rebalance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka_lite.errors import KafkaError
+from aiokafka_lite.testing.helpers import produce
+from aiokafka_lite.testing.kafka_cluster import BROKER_IDS, KafkaCluster
+
+from ._consumers import poll_until
+from ._ledger import CommitLedger
+from ._steady import SteadyProducer
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+PARTITIONS = 6
+MEMBERS = 3
+
+
+@pytest.fixture
+def cluster(kafka_cluster: KafkaCluster) -> KafkaCluster:
+    return kafka_cluster
+
+
+async def test_the_cluster_replicates_and_names_leaders_and_coordinators(
+        cluster: KafkaCluster, unique_topic: str, unique_group: str) -> None:
+    cluster.create_topic(unique_topic, partitions=PARTITIONS)
+    tp = TopicPartition(unique_topic, 0)
+    replicas, in_sync = cluster.replicas_of(tp)
+    assert sorted(replicas) == sorted(in_sync) == list(BROKER_IDS)
+    assert cluster.leader_of(tp) in BROKER_IDS
+    produce(cluster.bootstrap_servers, unique_topic, [{"value": f"v{i}", "partition": i % PARTITIONS}
+                                                      for i in range(300)])
+    async with Consumer(unique_topic, bootstrap_servers=cluster.bootstrap_servers, group_id=unique_group,
+                        auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
+        got = await poll_until(consumer, lambda got: len(got) >= 300)
+        assert sorted(r.value for r in got) == sorted(f"v{i}".encode() for i in range(300))
+        await consumer.commit()
+        assert cluster.coordinator_of(unique_group) in BROKER_IDS
+
+
+class Member(ConsumerRebalanceListener):
+    """A group member committing after every poll, its reads and commits kept in the ledger."""
+
+    def __init__(self, name: str, consumer: Consumer, ledger: CommitLedger, progress: dict[int, float]) -> None:
+        self.name, self.consumer, self.ledger, self.progress = name, consumer, ledger, progress
+        self.assignments = 0
+        self.positions: dict[int, int] = {}
+        self.commit_failures = 0
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.assignments += 1
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.ledger.released(self.name, [tp.partition for tp in revoked])
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.ledger.released(self.name, [tp.partition for tp in lost])
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = await self.consumer.poll(timeout=0.2)
+            for tp in batch.partitions():
+                offsets = [r.offset for r in batch.records(tp)]
+                self.ledger.read(self.name, tp.partition, offsets)
+                self.positions[tp.partition] = offsets[-1] + 1
+            if not batch:
+                continue
+            try:
+                await self.consumer.commit()
+            except KafkaError as exc:  # e.g. the coordinator moving: the next commit covers these
+                self.commit_failures += 1
+                logging.getLogger(__name__).info("%s: commit failed: %r", self.name, exc)
+                continue
+            owned = {tp.partition for tp in self.consumer.assignment()}
+            self.ledger.committed(self.name, {p: o for p, o in self.positions.items() if p in owned})
+            for tp in batch.partitions():
+                self.progress[tp.partition] = loop.time()
+
+
+class Group:
+    """Three members of one group consuming ``topic`` while a steady producer writes to it."""
+
+    def __init__(self, cluster: KafkaCluster, topic: str, group_id: str) -> None:
+        self.ledger = CommitLedger()
+        self.progress: dict[int, float] = {}  # partition -> loop time of its last committed records
+        self.members = [Member(f"m{i}", Consumer(
+            bootstrap_servers=cluster.bootstrap_servers, group_id=group_id, auto_offset_reset="earliest",
+            enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=500,
+            request_timeout_ms=10000, fetch_max_wait_ms=200), self.ledger, self.progress) for i in range(MEMBERS)]
+        self.topic = topic
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> list[int]:
+        """Subscribe every member; return the assignment counts once the group is stable."""
+        for member in self.members:
+            member.consumer.subscribe([self.topic], listener=member)
+            self._tasks.append(asyncio.create_task(member.run()))
+        await until(lambda: sum(len(m.consumer.assignment()) for m in self.members) == PARTITIONS
+                    and all(m.consumer.assignment() for m in self.members), 60, "a stable group of three")
+        await until(lambda: self.ledger.total() > 100, 30, "records committed")
+        return self.assignments()
+
+    def assignments(self) -> list[int]:
+        return [m.assignments for m in self.members]
+
+    async def resumed_after(self, started: float, timeout: float) -> float:
+        """Seconds from ``started`` until every partition had records committed again."""
+        await until(lambda: len(self.progress) == PARTITIONS and min(self.progress.values()) > started, timeout,
+                    f"every partition consumed again ({self.ledger.describe()})")
+        return max(self.progress.values()) - started
+
+    async def drained(self, sent: int) -> None:
+        await until(lambda: self.ledger.total() >= sent, 60, f"every one of {sent} records committed "
+                    f"({self.ledger.describe()})")
+        self.ledger.check(sent)
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for member in self.members:
+            await member.consumer.close()
+
+
+async def until(condition: Any, timeout: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, f"not within {timeout} s: {what}"
+        await asyncio.sleep(0.1)
+
+
+async def test_rolling_bounce_of_every_broker_loses_and_repeats_nothing(
+        cluster: KafkaCluster, unique_topic: str, unique_group: str) -> None:
+    """consumer_test.py's test_broker_rolling_bounce: each broker in turn stopped (SIGTERM) and
+    started, waiting until it is back in the ISR, while three members consume and commit."""
+    cluster.create_topic(unique_topic, partitions=PARTITIONS)
+    group = Group(cluster, unique_topic, unique_group)
+    try:
+        with SteadyProducer(cluster.bootstrap_servers, unique_topic, PARTITIONS, per_second=200) as producer:
+            assignments = await group.start()
+            for node_id in BROKER_IDS:
+                await asyncio.to_thread(cluster.restart_broker, node_id)
+                await group.resumed_after(asyncio.get_running_loop().time(), 30)
+        await group.drained(producer.sent)
+        assert group.assignments() == assignments, "a broker bounce rebalanced the group"
+    finally:
+        await group.close()
+
+
+async def test_killing_the_busiest_leader_then_the_coordinator(
+        cluster: KafkaCluster, unique_topic: str, unique_group: str) -> None:
+    """SIGKILL the broker leading most partitions, then the group coordinator's broker (each
+    restarted after): consumption resumes within 10 s each time, nothing lost, no rebalance."""
+    cluster.create_topic(unique_topic, partitions=PARTITIONS)
+    group = Group(cluster, unique_topic, unique_group)
+    loop = asyncio.get_running_loop()
+    try:
+        with SteadyProducer(cluster.bootstrap_servers, unique_topic, PARTITIONS, per_second=200) as producer:
+            assignments = await group.start()
+            leaders = [cluster.leader_of(TopicPartition(unique_topic, p)) for p in range(PARTITIONS)]
+            busiest = max(BROKER_IDS, key=leaders.count)
+            resumed = []
+            for victim in (busiest, cluster.coordinator_of(unique_group)):
+                killed_at = loop.time()
+                cluster.kill_broker(victim)
+                resumed.append(await group.resumed_after(killed_at, 30))
+                await asyncio.to_thread(cluster.start_broker, victim)
+            assert max(resumed) < 10.0, f"consumption resumed after {resumed} s"
+        await group.drained(producer.sent)
+        assert group.assignments() == assignments, "a leader or coordinator move rebalanced the group"
+    finally:
+        await group.close()
