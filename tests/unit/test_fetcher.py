@@ -812,3 +812,40 @@ async def test_fetch_ahead_continues_the_buffered_data_and_buffers_at_most_two_f
         assert sub.state(T0).position == 15
     finally:
         await fetcher.close()
+
+
+# ---------------------------------------------------------------------- fetch sessions (KIP-227)
+
+async def test_a_session_error_is_no_error_to_the_caller_and_a_full_fetch_follows() -> None:
+    cluster = FakeCluster({T0: 1, T1: 1})
+    script = ScriptedFetches()
+    script.add(T0, partition(0, batch(0, 3)))
+    answers = iter([{"error_code": 70, "session_id": 0, "responses": []}])  # FETCH_SESSION_ID_NOT_FOUND
+
+    async def granting(node_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        scripted = next(answers, None)
+        if scripted is not None:
+            return scripted
+        return {**await script(node_id, body), "session_id": 5}
+
+    cluster.handlers[FETCH.key] = granting
+    fetcher = make_fetcher(cluster, assigned(T0, T1))
+    try:
+        fetcher.send_fetches()
+        await settle(fetcher)
+        records = fetcher.fetched_records(100)  # no error raised: the session error was handled
+        assert offsets_of(records[T0]) == [0, 1, 2]
+        (_n, _v, first, _t), (_n2, _v2, second, _t2) = cluster.fetches()[:2]
+        assert (first["session_id"], first["session_epoch"]) == (0, 0)
+        assert (second["session_id"], second["session_epoch"]) == (0, 0)  # full again, nothing to close
+        assert fetcher.sessions()[1]["session_id"] == 5
+        fetcher.send_fetches()  # T0 moved to 3, T1 did not: only T0 is named
+        for _ in range(5):
+            await asyncio.sleep(0)
+        third = cluster.fetches()[2][2]
+        assert (third["session_id"], third["session_epoch"]) == (5, 1)
+        assert [(t["topic"], [p["partition"] for p in t["partitions"]]) for t in third["topics"]] == [("t", [0])]
+        assert third["forgotten_topics_data"] == []
+    finally:
+        script.release.set()
+        await fetcher.close()
