@@ -79,6 +79,7 @@ def produce_dataset(bootstrap: str, dataset: Dataset) -> float:
         share = dataset.records // count + (1 if t < dataset.records % count else 0)
         records = ({"key": key, "value": value, "partition": i % dataset.partitions}
                    for i, (key, value) in enumerate(_values(share, dataset.value_size)))
+        # Idempotent: a retried batch must neither repeat records nor reorder them (produce() checks).
         produce(bootstrap, topic, records, compression=dataset.compression, timeout=120.0,
-                linger_ms=20, batch_size=1_000_000)
+                linger_ms=20, batch_size=1_000_000, enable_idempotence=True)
     return time.monotonic() - began

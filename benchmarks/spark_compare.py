@@ -46,7 +46,7 @@ def fill_topic(bootstrap: str, records: int, size: int) -> str:
     topic = f"spark-bench-{uuid.uuid4().hex[:6]}"
     began = time.monotonic()
     create_topic(bootstrap, topic, partitions=PARTITIONS)
-    produce(bootstrap, topic, _values(records, size), linger_ms=20, batch_size=1_000_000)
+    produce(bootstrap, topic, _values(records, size), linger_ms=20, batch_size=1_000_000, enable_idempotence=True)
     print(f"produced {records:,} x {size} B to {topic} ({PARTITIONS} partitions) in "
           f"{time.monotonic() - began:.1f} s", flush=True)
     return topic

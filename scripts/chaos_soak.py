@@ -322,7 +322,7 @@ async def _soak_with(args: argparse.Namespace, workdir: Path, broker: ApacheKafk
     await asyncio.to_thread(create_topic, direct, topic, PARTITIONS)
     await asyncio.to_thread(produce, direct, topic,
                             ({"value": str(i), "partition": i % PARTITIONS} for i in range(args.records)),
-                            timeout=300.0)
+                            timeout=300.0, enable_idempotence=True)  # retries must not repeat a record
     print(f"produced {args.records} records to {topic} ({PARTITIONS} partitions) "
           f"in {time.monotonic() - began:.1f} s", flush=True)
     expected = {p: len(range(p, args.records, PARTITIONS)) for p in range(PARTITIONS)}
