@@ -553,7 +553,9 @@ class Consumer:
                    "heartbeat_mode": self.config.heartbeat_mode, "loop_stalls": self._stall.stalls,
                    "longest_loop_stall_seconds": self._stall.longest_stall,
                    "record_decoder": native.decoder(),
-                   "fetch_sessions": {} if self._fetcher is None else self._fetcher.sessions()}
+                   "fetch_sessions": {} if self._fetcher is None else self._fetcher.sessions(),
+                   "fetching_from": {} if self._fetcher is None else {
+                       f"{tp.topic}-{tp.partition}": node for tp, node in self._fetcher.fetch_sources().items()}}
         return snapshot(figures, self._subscription, self._timers, self._member, self._cluster)
 
 

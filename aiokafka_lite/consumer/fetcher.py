@@ -139,6 +139,16 @@ class Fetcher:
         """Fetch requests currently in flight (at most one per broker)."""
         return len(self._in_flight)
 
+    def fetch_sources(self) -> dict[TopicPartition, int | None]:
+        """Per assigned partition, the broker its next fetch goes to: a preferred read replica
+        (KIP-392) or the leader (None: no leader known)."""
+        sources: dict[TopicPartition, int | None] = {}
+        for tp in self._subscription.assignment:
+            preferred = self._preferred.get(tp)  # may have lapsed: the next fetch plan drops it
+            leader = self._cluster.leader_for(tp)
+            sources[tp] = preferred[0] if preferred else leader if leader is not None and leader >= 0 else None
+        return sources
+
     def sessions(self) -> dict[int, dict[str, int]]:
         """Per broker: its fetch session (id 0: none) and how many full and incremental fetches went out."""
         return {node: {"session_id": st.session_id, "epoch": st.epoch, "partitions": len(st.partitions),

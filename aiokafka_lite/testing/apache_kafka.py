@@ -127,7 +127,8 @@ class ApacheKafkaBroker:
                  advertised_ports: Mapping[str, int] | None = None,
                  storage_format_args: Sequence[str] = (),
                  start_timeout: float = 120.0,
-                 node: NodeRole | None = None) -> None:
+                 node: NodeRole | None = None,
+                 log_levels: Mapping[str, str] | None = None) -> None:
         self.version = version
         self.node = node or NodeRole()
         self.name = f"kafka-{version}" if node is None else f"kafka-{version}-{self.node.kind}-{self.node.node_id}"
@@ -136,6 +137,7 @@ class ApacheKafkaBroker:
         self.advertised_ports = dict(advertised_ports or {})
         self.storage_format_args = tuple(storage_format_args)
         self.start_timeout = start_timeout
+        self.log_levels = dict(log_levels or {})  # logger -> level in server.log, e.g. kafka.request.logger
         self.ports: dict[str, int] = {}
         self.startup_seconds = 0.0
         self._tmp: Path | None = None
@@ -235,7 +237,9 @@ class ApacheKafkaBroker:
         try:
             self.ports = {name: free_port() for name in self._protocols() if name not in self.node.ports}
             self.ports.update(self.node.ports)
-            (self._tmp / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_path))
+            loggers = "".join(f"logger.extra{i}.name = {name}\nlogger.extra{i}.level = {level}\n"
+                              for i, (name, level) in enumerate(self.log_levels.items()))
+            (self._tmp / "log4j2.properties").write_text(_LOG4J2.format(log_file=self.log_path) + loggers)
             (self._tmp / "server.properties").write_text(self._server_properties())
             self._format_storage(java)
         except BaseException:

@@ -48,8 +48,11 @@ class KafkaCluster:
     """Three brokers and a controller; brokers are stopped, killed and started one at a time."""
 
     def __init__(self, version: str = DEFAULT_VERSION, *, racks: Mapping[int, str] | None = None,
-                 broker_properties: Mapping[str, str] | None = None, start_timeout: float = 120.0) -> None:
-        """``racks``: broker id -> ``broker.rack`` (turns on Kafka's RackAwareReplicaSelector, KIP-392)."""
+                 broker_properties: Mapping[str, str] | None = None, start_timeout: float = 120.0,
+                 request_log: bool = False) -> None:
+        """``racks``: broker id -> ``broker.rack`` (turns on Kafka's RackAwareReplicaSelector, KIP-392).
+        ``request_log``: each broker writes every request it completes to its server.log (Kafka's
+        ``kafka.request.logger`` at DEBUG), so a test can see which broker served which client."""
         self.version = version
         self.name = f"kafka-{version} cluster"
         self.startup_seconds = 0.0
@@ -63,7 +66,9 @@ class KafkaCluster:
             CONTROLLER_ID, broker=False, controller=True, quorum=quorum, cluster_id=cluster_id,
             ports={"CONTROLLER": controller_port}))
         self.brokers: dict[int, ApacheKafkaBroker] = {
-            node_id: ApacheKafkaBroker(version, start_timeout=start_timeout, extra_properties=shared, node=NodeRole(
+            node_id: ApacheKafkaBroker(version, start_timeout=start_timeout, extra_properties=shared,
+                                       log_levels={"kafka.request.logger": "DEBUG"} if request_log else None,
+                                       node=NodeRole(
                 node_id, broker=True, controller=False, quorum=quorum, cluster_id=cluster_id,
                 properties={"broker.rack": racks[node_id]} if racks and node_id in racks else {}))
             for node_id in BROKER_IDS}
@@ -76,6 +81,14 @@ class KafkaCluster:
 
     def broker(self, node_id: int) -> ApacheKafkaBroker:
         return self.brokers[node_id]
+
+    def served(self, node_id: int, client_id: str, api_key: int) -> int:
+        """How many ``api_key`` requests from ``client_id`` broker ``node_id`` completed (needs
+        ``request_log``; counted in its server.log)."""
+        log = self.brokers[node_id].log_path.read_text(errors="replace")
+        needle = f'"requestApiKey":{api_key},'
+        return sum(1 for line in log.splitlines()
+                   if "Completed request" in line and needle in line and f'"clientId":"{client_id}"' in line)
 
     def running_brokers(self) -> list[int]:
         return [node_id for node_id, broker in self.brokers.items() if broker.running]
