@@ -1,4 +1,5 @@
-"""produce()'s delivery check: a partition whose log order differs from the send order is an error."""
+"""produce()'s delivery check: with idempotence asked for, a partition whose log order differs from the
+send order is an error; without, only failed deliveries are."""
 
 from __future__ import annotations
 
@@ -50,3 +51,7 @@ def test_failures_are_reported_first() -> None:
     deliveries = _deliver([(0, 0, 0)], error="timed out")
     with pytest.raises(ProduceError, match=r"1 of 1 records failed: \['t\[0\]: timed out'\]"):
         deliveries.check(1)
+
+
+def test_without_idempotence_the_order_is_not_checked() -> None:
+    _deliver([(2, 0, 0), (3, 0, 1), (0, 0, 2), (1, 0, 3)]).check(4, in_order=False)
