@@ -142,12 +142,7 @@ class Fetcher:
     def fetch_sources(self) -> dict[TopicPartition, int | None]:
         """Per assigned partition, the broker its next fetch goes to: a preferred read replica
         (KIP-392) or the leader (None: no leader known)."""
-        sources: dict[TopicPartition, int | None] = {}
-        for tp in self._subscription.assignment:
-            preferred = self._preferred.get(tp)  # may have lapsed: the next fetch plan drops it
-            leader = self._cluster.leader_for(tp)
-            sources[tp] = preferred[0] if preferred else leader if leader is not None and leader >= 0 else None
-        return sources
+        return {tp: self._fetch_node(tp, None) for tp in self._subscription.assignment}
 
     def sessions(self) -> dict[int, dict[str, int]]:
         """Per broker: its fetch session (id 0: none) and how many full and incremental fetches went out."""
@@ -205,10 +200,12 @@ class Fetcher:
             return None
         return cf.data_end
 
-    def _fetch_node(self, tp: TopicPartition, now: float) -> int | None:
+    def _fetch_node(self, tp: TopicPartition, now: float | None) -> int | None:
+        """The preferred read replica while it lasts, else the leader. ``now`` None (metrics, maybe
+        outside the loop): a lapsed preferred replica is still named; the next fetch plan drops it."""
         preferred = self._preferred.get(tp)
         if preferred is not None:
-            if preferred[1] > now:
+            if now is None or preferred[1] > now:
                 return preferred[0]
             del self._preferred[tp]
         leader = self._cluster.leader_for(tp)
