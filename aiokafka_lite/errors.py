@@ -95,6 +95,20 @@ class OffsetOutOfRangeError(KafkaError):
     """The fetch position is outside the log and ``auto_offset_reset='none'``."""
 
 
+class LogTruncationError(OffsetOutOfRangeError):
+    """Records already consumed are gone from the partition's log (an unclean leader election
+    truncated it, KIP-320) and ``auto_offset_reset='none'``: ``seek()`` to go on.
+
+    ``divergent_offset`` is the first offset where the log and what was consumed differ, with the
+    leader epoch there (None: the leader holds no record of the consumed epoch at all)."""
+
+    def __init__(self, message: str, topic: str, partition: int, fetch_offset: int,
+                 divergent_offset: int | None, divergent_epoch: int | None) -> None:
+        super().__init__(message)
+        self.topic, self.partition, self.fetch_offset = topic, partition, fetch_offset
+        self.divergent_offset, self.divergent_epoch = divergent_offset, divergent_epoch
+
+
 class RebalanceInProgressError(KafkaError):
     """The group is rebalancing; the operation can be retried after rejoining."""
 

@@ -12,8 +12,13 @@ Sans-IO: no asyncio, no sockets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from ..structs import TopicPartition
+
+# What a request says about one partition (the fetcher's FetchTarget: offset and epochs); a
+# partition is sent again whenever it changes.
+P = TypeVar("P")
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
@@ -25,15 +30,15 @@ _MAX_EPOCH = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
-class FetchPlan:
+class FetchPlan(Generic[P]):
     """One request's session fields and partitions: ``send`` goes in ``topics``, ``forget`` in
     ``forgotten_topics_data``; ``wanted`` is every partition the answer may carry data for."""
 
     session_id: int
     epoch: int
-    send: dict[TopicPartition, int]
+    send: dict[TopicPartition, P]
     forget: list[TopicPartition]
-    wanted: dict[TopicPartition, int]
+    wanted: dict[TopicPartition, P]
 
     @property
     def full(self) -> bool:
@@ -41,29 +46,29 @@ class FetchPlan:
 
 
 @dataclass(slots=True)
-class FetchSession:
+class FetchSession(Generic[P]):
     """The client side of one broker's fetch session."""
 
     session_id: int = 0
     epoch: int = _INITIAL_EPOCH
-    # What the broker holds for the session: partition -> the fetch offset last sent.
-    partitions: dict[TopicPartition, int] = field(default_factory=dict)
+    # What the broker holds for the session: partition -> what was last sent for it.
+    partitions: dict[TopicPartition, P] = field(default_factory=dict)
     full_requests: int = 0
     incremental_requests: int = 0
     partitions_sent: int = 0  # over every answered request: what sessions save shows here
 
-    def plan(self, wanted: dict[TopicPartition, int], version: int) -> FetchPlan:
-        """The request that fetches ``wanted`` (partition -> fetch offset) at Fetch ``version``."""
+    def plan(self, wanted: dict[TopicPartition, P], version: int) -> FetchPlan[P]:
+        """The request that fetches ``wanted`` (partition -> fetch offset and epochs) at Fetch ``version``."""
         if version < MIN_SESSION_VERSION:
             return FetchPlan(0, _SESSIONLESS_EPOCH, dict(wanted), [], dict(wanted))
         if self.session_id == 0 or self.epoch == _INITIAL_EPOCH:
             return FetchPlan(self.session_id, _INITIAL_EPOCH, dict(wanted), [], dict(wanted))
         held = self.partitions
-        send = {tp: offset for tp, offset in wanted.items() if held.get(tp) != offset}
+        send = {tp: target for tp, target in wanted.items() if held.get(tp) != target}
         forget = [tp for tp in held if tp not in wanted]
         return FetchPlan(self.session_id, self.epoch, send, forget, dict(wanted))
 
-    def answered(self, plan: FetchPlan, error_code: int, session_id: int) -> bool:
+    def answered(self, plan: FetchPlan[P], error_code: int, session_id: int) -> bool:
         """Record the broker's answer to ``plan``; False when it was a session error (the answer
         carries no data then, and the next request is a full fetch)."""
         if error_code in SESSION_ERRORS:

@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._net.backoff import Backoff
 from .._net.failure_log import FailureLog
@@ -38,18 +38,18 @@ from ..errors import (
 )
 from ..protocol.messages import FETCH
 from ..protocol.record_columns import RecordChunks
-from ..protocol.records import PartitionRecords, next_fetch_offset
+from ..protocol.records import PartitionRecords, fetch_continuation
 from ..structs import TopicPartition
 from .fetch_session import FetchPlan, FetchSession
+from .log_truncation import check_divergence
 from .offsets import READ_COMMITTED, ClusterLike, ConnectionLike
 from .subscription import PartitionState, ResetStrategy, SubscriptionState
 
 log = logging.getLogger(__name__)
 
 # Fetch v13+ names topics by id (KIP-516): that needs the topic-id map from metadata on the way out
-# and back, and pays off only with incremental fetch sessions, which we do not use (every request
-# is a sessionless full fetch: session_id 0, session_epoch -1). v12 is the newest version naming
-# topics, and Kafka 4.x still serves it (KIP-896 removed v0-v3 only).
+# and back. v12 is the newest version naming topics, and Kafka 4.x still serves it (KIP-896
+# removed v0-v3 only); it is also the first with last_fetched_epoch (KIP-320).
 MAX_FETCH_VERSION = 12
 
 # How long to keep fetching from a follower the leader pointed us to (KIP-392), before asking the
@@ -61,6 +61,14 @@ _CORRUPT_MESSAGE = ERROR_CODE_BY_NAME["CORRUPT_MESSAGE"]
 
 Deserializer = Callable[[bytes | None], Any]
 Records = RecordChunks
+
+
+class FetchTarget(NamedTuple):
+    """What a Fetch asks of one partition (-1: epoch unknown, the broker checks nothing)."""
+
+    offset: int
+    current_leader_epoch: int  # the leader's epoch in our metadata: a stale leader refuses us
+    last_fetched_epoch: int  # the epoch of the record before ``offset``: a diverged log says so
 
 
 @dataclass(slots=True, eq=False)
@@ -79,6 +87,8 @@ class _CompletedFetch:
     size: int
     marks_applied: bool = False
     data_end: int | None = None  # the offset after this data's last complete batch
+    data_end_epoch: int = -1  # the leader epoch of that batch
+    diverging: tuple[int, int] | None = None  # the leader's log differs (KIP-320): (epoch, end offset)
 
 
 class Fetcher:
@@ -91,7 +101,7 @@ class Fetcher:
                  key_deserializer: Deserializer | None = None,
                  value_deserializer: Deserializer | None = None,
                  client_rack: str | None = None, retry_backoff: float = 0.1,
-                 retry_backoff_max: float = 1.0) -> None:
+                 retry_backoff_max: float = 1.0, max_fetch_version: int = MAX_FETCH_VERSION) -> None:
         self._cluster = cluster
         self._subscription = subscription
         self._min_bytes = fetch_min_bytes
@@ -105,6 +115,7 @@ class Fetcher:
         self._rack = client_rack or ""
         self._retry_backoff = retry_backoff
         self._retry_backoff_max = retry_backoff_max
+        self._max_fetch_version = max_fetch_version  # lower only to test what older brokers get
         # Per broker: failed fetches back off exponentially (KIP-580) and are said once.
         self._node_failures: dict[int, tuple[Backoff, FailureLog]] = {}
         # Set when a partition's leader is unknown or moved; the poll path refreshes and clears it.
@@ -120,7 +131,7 @@ class Fetcher:
         self._partition_backoff: dict[TopicPartition, float] = {}
         self._retry_timers: dict[int, asyncio.TimerHandle] = {}
         self._preferred: dict[TopicPartition, tuple[int, float]] = {}  # tp -> (node id, until)
-        self._sessions: dict[int, FetchSession] = {}  # by node id (KIP-227)
+        self._sessions: dict[int, FetchSession[FetchTarget]] = {}  # by node id (KIP-227)
         self._data_ready = asyncio.Event()
         self._closed = False
 
@@ -171,8 +182,8 @@ class Fetcher:
             self._in_flight_tps.update(offsets)
         return len(plans)
 
-    def _plan_fetches(self, now: float) -> dict[int, dict[TopicPartition, int]]:
-        plans: dict[int, dict[TopicPartition, int]] = {}
+    def _plan_fetches(self, now: float) -> dict[int, dict[TopicPartition, FetchTarget]]:
+        plans: dict[int, dict[TopicPartition, FetchTarget]] = {}
         busy = self._next.keys() | self._in_flight_tps
         assignment = self._subscription.assignment
         for tp in self._subscription.fetchable():
@@ -184,21 +195,24 @@ class Fetcher:
                 continue
             if node_id in self._in_flight or self._node_backoff.get(node_id, 0.0) > now:
                 continue
-            offset = self._fetch_offset(tp, assignment[tp].position)
-            if offset is not None:
-                plans.setdefault(node_id, {})[tp] = offset
+            target = self._fetch_target(tp, assignment[tp])
+            if target is not None:
+                plans.setdefault(node_id, {})[tp] = target
         return plans
 
-    def _fetch_offset(self, tp: TopicPartition, position: int | None) -> int | None:
+    def _fetch_target(self, tp: TopicPartition, state: PartitionState) -> FetchTarget | None:
         """Where the next fetch of ``tp`` starts: its position, or the end of the data still being
         handed out (None: wait, that data ends in an error, a seek made it stale, or it is empty)."""
+        leader_epoch = self._cluster.leader_epoch_for(tp)
+        current = -1 if leader_epoch is None else leader_epoch
         cf = self._completed.get(tp)
         if cf is None:
-            return position
-        state = self._subscription.assignment.get(tp)
-        if cf.position != position or state is None or cf.incarnation != state.incarnation:
+            if state.position is None:
+                return None
+            return FetchTarget(state.position, current, -1 if state.leader_epoch is None else state.leader_epoch)
+        if cf.position != state.position or cf.incarnation != state.incarnation or cf.data_end is None:
             return None
-        return cf.data_end
+        return FetchTarget(cf.data_end, current, cf.data_end_epoch)
 
     def _fetch_node(self, tp: TopicPartition, now: float | None) -> int | None:
         """The preferred read replica while it lasts, else the leader. ``now`` None (metrics, maybe
@@ -211,13 +225,14 @@ class Fetcher:
         leader = self._cluster.leader_for(tp)
         return leader if leader is not None and leader >= 0 else None
 
-    def _request_body(self, plan: FetchPlan) -> dict[str, Any]:
+    def _request_body(self, plan: FetchPlan[FetchTarget]) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, offset in plan.send.items():
+        for tp, target in plan.send.items():
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition,
-                "current_leader_epoch": -1,  # no fencing: the metadata cache does not track epochs
-                "fetch_offset": offset,
+                "current_leader_epoch": target.current_leader_epoch,
+                "fetch_offset": target.offset,
+                "last_fetched_epoch": target.last_fetched_epoch,
                 "log_start_offset": -1,
                 "partition_max_bytes": self._partition_max_bytes,
             })
@@ -237,21 +252,21 @@ class Fetcher:
             "rack_id": self._rack,
         }
 
-    async def _fetch(self, node_id: int, offsets: dict[TopicPartition, int],
+    async def _fetch(self, node_id: int, targets: dict[TopicPartition, FetchTarget],
                      incarnations: Mapping[TopicPartition, int]) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
         stored: bool | None = None  # None: the fetch failed
-        session = self._sessions.setdefault(node_id, FetchSession())
+        session = self._sessions.setdefault(node_id, FetchSession[FetchTarget]())
         try:
             conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout)
-            version = conn.version_for(FETCH, MAX_FETCH_VERSION)
-            plan = session.plan(offsets, version)
+            version = conn.version_for(FETCH, self._max_fetch_version)
+            plan = session.plan(targets, version)
             # The broker holds the request up to max_wait_ms before answering: allow for that.
             timeout = self._request_timeout + self._max_wait_ms / 1000
             response = await conn.send(FETCH, version, self._request_body(plan), timeout=timeout)
             if session.answered(plan, response.get("error_code", 0), response.get("session_id", 0)):
-                stored = self._store_response(node_id, offsets, incarnations, response)
+                stored = self._store_response(node_id, targets, incarnations, response)
             else:
                 # Sessions end when the broker evicts them (its cache is full): as in Java, INFO.
                 log.info("broker %d ended fetch session %d: %s; the next fetch is a full one", node_id,
@@ -266,7 +281,7 @@ class Fetcher:
             raise
         finally:
             self._in_flight.pop(node_id, None)
-            self._in_flight_tps.difference_update(offsets)
+            self._in_flight_tps.difference_update(targets)
         if stored is None:
             return
         # Keep prefetching the partitions that got nothing new. A broker that answers "nothing"
@@ -320,7 +335,7 @@ class Fetcher:
 
     # ------------------------------------------------------------------ receiving
 
-    def _store_response(self, node_id: int, offsets: Mapping[TopicPartition, int],
+    def _store_response(self, node_id: int, targets: Mapping[TopicPartition, FetchTarget],
                         incarnations: Mapping[TopicPartition, int],
                         response: Mapping[str, Any]) -> bool:
         """Buffer each partition's data; True if anything was buffered."""
@@ -331,10 +346,10 @@ class Fetcher:
             name = topic["topic"]
             for part in topic["partitions"]:
                 tp = TopicPartition(name, part["partition_index"])
-                position = offsets.get(tp)
-                if position is None:
+                target = targets.get(tp)
+                if target is None:
                     continue  # not asked for (a confused broker): ignore
-                completed = self._completed_fetch(node_id, tp, position, incarnations[tp], part)
+                completed = self._completed_fetch(node_id, tp, target.offset, incarnations[tp], part)
                 if completed is not None:
                     if tp in self._completed:
                         self._next[tp] = completed  # fetched ahead: continues the current data
@@ -353,6 +368,10 @@ class Fetcher:
         completed = _CompletedFetch(
             tp, node_id, incarnation, position, code, part["high_watermark"], part["last_stable_offset"],
             part["log_start_offset"], None, 0 if data is None else len(data))
+        diverging = part.get("diverging_epoch")
+        if code == 0 and diverging is not None and (diverging["epoch"] >= 0 or diverging["end_offset"] >= 0):
+            completed.diverging = diverging["epoch"], diverging["end_offset"]
+            return completed  # the broker sends no records with it
         if code == 0 and not data:
             self._apply_marks(completed)  # nothing new, but the lag is worth knowing
             return None
@@ -362,8 +381,9 @@ class Fetcher:
                 tp.topic, tp.partition, data, position, check_crcs=self._check_crcs,
                 read_committed=self._isolation_level == READ_COMMITTED,
                 aborted_transactions=[(a["producer_id"], a["first_offset"]) for a in aborted or ()])
-            end = next_fetch_offset(data)
-            completed.data_end = end if end is not None and end > position else None
+            end = fetch_continuation(data)
+            if end is not None and end[0] > position:
+                completed.data_end, completed.data_end_epoch = end
         return completed
 
     def _note_preferred_replica(self, node_id: int, tp: TopicPartition, replica: int) -> None:
@@ -432,6 +452,10 @@ class Fetcher:
             return _NO_RECORDS  # kept for when the partition resumes
         self._apply_marks(cf)
         records = cf.records
+        if cf.diverging is not None:
+            self._finish(cf.tp)
+            check_divergence(self._subscription, cf.tp, cf.position, *cf.diverging)
+            return _NO_RECORDS
         if records is None:
             self._finish(cf.tp)
             self._partition_error(cf)

@@ -207,17 +207,19 @@ class RecordBatch:
                 f"codec={self.codec}, control={self.is_control})")
 
 
-_LAST_OFFSET_DELTA = struct.Struct(">i")
+_INT32 = struct.Struct(">i")
+LEADER_EPOCH_AT = 12  # baseOffset 8, batchLength 4
 LAST_OFFSET_DELTA_AT = 23  # baseOffset 8, batchLength 4, leaderEpoch 4, magic 1, crc 4, attributes 2
 
 
-def next_fetch_offset(data: Buffer) -> int | None:
-    """The offset after the last complete batch in ``data`` (where a fetch that continues this
-    data starts), reading only batch headers; None when no batch is complete or a header looks
-    malformed (decoding the data then reports the problem)."""
+def fetch_continuation(data: Buffer) -> tuple[int, int] | None:
+    """Where a fetch that continues ``data`` starts: the offset after its last complete batch, and
+    that batch's partition leader epoch (-1: none, or a legacy entry), sent as the fetch's
+    ``last_fetched_epoch`` (KIP-320). Reads only batch headers; None when no batch is complete or
+    a header looks malformed (decoding the data then reports the problem)."""
     size = len(data)
     pos = 0
-    found: int | None = None
+    found: tuple[int, int] | None = None
     while size - pos >= LOG_OVERHEAD:
         base_offset, length = _ENTRY.unpack_from(data, pos)
         end = pos + LOG_OVERHEAD + length
@@ -227,9 +229,10 @@ def next_fetch_offset(data: Buffer) -> int | None:
         if magic == 2:
             if length < HEADER_SIZE - LOG_OVERHEAD:
                 return None
-            found = base_offset + _LAST_OFFSET_DELTA.unpack_from(data, pos + LAST_OFFSET_DELTA_AT)[0] + 1
+            last = base_offset + _INT32.unpack_from(data, pos + LAST_OFFSET_DELTA_AT)[0]
+            found = last + 1, _INT32.unpack_from(data, pos + LEADER_EPOCH_AT)[0]
         elif magic in (0, 1):
-            found = base_offset + 1  # a legacy entry's offset is its last message's
+            found = base_offset + 1, -1  # a legacy entry's offset is its last message's
         else:
             return None
         pos = end

@@ -193,6 +193,25 @@ class KafkaCluster:
         for future in self._admin().incremental_alter_configs([resource]).values():
             future.result(timeout=timeout)
 
+    def elect_leaders(self, tps: list[TopicPartition], *, unclean: bool = False, timeout: float = 30.0) -> None:
+        """Ask the controller for a leader election: the preferred replica, or with ``unclean`` any
+        live replica, in sync or not (Kafka's ``kafka-leader-election --election-type unclean``);
+        an unclean leader's log wins, so records only the old leader had are truncated away."""
+        from confluent_kafka import ElectionType
+        from confluent_kafka import TopicPartition as ConfluentPartition
+
+        kind = ElectionType.UNCLEAN if unclean else ElectionType.PREFERRED
+        admin = self._admin()  # held until the answer: a destroyed client fails its futures
+        future = admin.elect_leaders(kind, [ConfluentPartition(tp.topic, tp.partition) for tp in tps])
+        for _tp, error in future.result(timeout=timeout).items():
+            if error is not None:
+                raise RuntimeError(f"leader election failed: {error}")
+
+    def wait_for_isr(self, tp: TopicPartition, in_sync: set[int], timeout: float = 60.0) -> None:
+        """Wait until the in-sync replicas of ``tp`` are exactly ``in_sync``."""
+        self._wait(lambda: set(self._partition(tp).isrs) == in_sync, timeout,
+                   f"{tp} in sync on {sorted(in_sync)}")
+
     def wait_for_brokers(self, node_ids: set[int], timeout: float = 60.0) -> None:
         """Wait until the metadata lists exactly ``node_ids`` as live brokers."""
         self._wait(lambda: set(self._admin().list_topics(timeout=5).brokers) == node_ids, timeout,

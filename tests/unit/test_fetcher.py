@@ -27,7 +27,7 @@ from aiokafka_lite.errors import (
 from aiokafka_lite.protocol.api import Api, decode_request, decode_response, encode_request, encode_response
 from aiokafka_lite.protocol.compression import Codec
 from aiokafka_lite.protocol.messages import FETCH, LIST_OFFSETS
-from aiokafka_lite.protocol.records import next_fetch_offset
+from aiokafka_lite.protocol.records import fetch_continuation
 from aiokafka_lite.protocol.records_build import RecordSpec, build_control_batch, build_record_batch
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
 
@@ -63,6 +63,7 @@ class FakeConnection:
 class FakeCluster:
     def __init__(self, leaders: Mapping[TopicPartition, int]) -> None:
         self.leaders = dict(leaders)
+        self.leader_epochs: dict[TopicPartition, int] = {}
         self.handlers: dict[int, Handler] = {}
         self.requests: list[tuple[int, int, int, dict[str, Any], float | None]] = []
         self.broker_max: dict[int, int] = {}
@@ -72,6 +73,9 @@ class FakeCluster:
 
     def leader_for(self, tp: TopicPartition) -> int | None:
         return self.leaders.get(tp)
+
+    def leader_epoch_for(self, tp: TopicPartition) -> int | None:
+        return self.leader_epochs.get(tp)
 
     async def connection(self, node_id: int, timeout: float | None) -> FakeConnection:
         if self.connect_error is not None:
@@ -135,8 +139,8 @@ def _first_answer(queue: list[dict[str, Any]], offset: int) -> dict[str, Any] | 
     """Like a broker: scripted data answers a fetch at an offset inside it; errors answer any."""
     for i, part in enumerate(queue):
         records = part.get("records")
-        end = next_fetch_offset(records) if records else None
-        if end is None or int.from_bytes(records[:8], "big") <= offset < end:
+        end = fetch_continuation(records) if records else None
+        if end is None or int.from_bytes(records[:8], "big") <= offset < end[0]:
             return queue.pop(i)
     return None
 
