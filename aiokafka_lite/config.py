@@ -311,7 +311,9 @@ class ConsumerConfig:
         _Int(1), "Time between automatic commits."))
     auto_offset_reset: str = field(default="latest", metadata=_meta(
         _Choice("earliest", "latest", "none"),
-        "Where to start without a valid committed offset: earliest, latest, or none (raise)."))
+        "Where to start without a valid committed offset: earliest, latest, or none (raise). "
+        "With none, a truncated log (KIP-320) raises LogTruncationError instead of going back to "
+        "where it diverges."))
     isolation_level: str = field(default="read_uncommitted", metadata=_meta(
         _Choice("read_uncommitted", "read_committed"),
         "read_committed hides aborted and still-open transactional records."))

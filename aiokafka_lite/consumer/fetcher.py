@@ -32,6 +32,7 @@ from ..errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    LogTruncationError,
     OffsetOutOfRangeError,
     ProtocolDecodeError,
     is_retriable,
@@ -40,6 +41,7 @@ from ..protocol.messages import FETCH
 from ..protocol.record_columns import RecordChunks
 from ..protocol.records import PartitionRecords, fetch_continuation
 from ..structs import TopicPartition
+from .epoch_validation import EpochEnd, epoch_ends, supported
 from .fetch_session import FetchPlan, FetchSession
 from .log_truncation import check_divergence
 from .offsets import READ_COMMITTED, ClusterLike, ConnectionLike
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 # and back. v12 is the newest version naming topics, and Kafka 4.x still serves it (KIP-896
 # removed v0-v3 only); it is also the first with last_fetched_epoch (KIP-320).
 MAX_FETCH_VERSION = 12
+LAST_FETCHED_EPOCH_VERSION = 12  # older Fetch versions cannot see a diverged log: validate first
 
 # How long to keep fetching from a follower the leader pointed us to (KIP-392), before asking the
 # leader again; Kafka's default metadata.max.age.ms.
@@ -132,6 +135,9 @@ class Fetcher:
         self._retry_timers: dict[int, asyncio.TimerHandle] = {}
         self._preferred: dict[TopicPartition, tuple[int, float]] = {}  # tp -> (node id, until)
         self._sessions: dict[int, FetchSession[FetchTarget]] = {}  # by node id (KIP-227)
+        self._fetch_versions: dict[int, int] = {}  # by node id, once connected
+        # tp -> (leader epoch in metadata, consumed epoch) its position was last checked at (KIP-320)
+        self._epochs_checked: dict[TopicPartition, tuple[int, int]] = {}
         self._data_ready = asyncio.Event()
         self._closed = False
 
@@ -172,22 +178,44 @@ class Fetcher:
         if self._closed:
             return 0
         loop = asyncio.get_running_loop()
-        plans = self._plan_fetches(loop.time())
+        checks: dict[int, dict[TopicPartition, FetchTarget]] = {}
+        plans = self._plan_fetches(loop.time(), checks)
         assignment = self._subscription.assignment
+        for node_id, targets in checks.items():  # before fetching on from that broker
+            if node_id in self._in_flight:
+                continue
+            incarnations = {tp: assignment[tp].incarnation for tp in targets}
+            self._in_flight[node_id] = loop.create_task(
+                self._check_epochs(node_id, targets, incarnations),
+                name=f"aiokafka-lite leader epoch check on broker {node_id}")
+            self._in_flight_tps.update(targets)
+        started = 0
         for node_id, offsets in plans.items():
+            if node_id in self._in_flight:
+                continue  # its epoch check goes first
             incarnations = {tp: assignment[tp].incarnation for tp in offsets}
             task = loop.create_task(self._fetch(node_id, offsets, incarnations),
                                     name=f"aiokafka-lite fetch from broker {node_id}")
             self._in_flight[node_id] = task
             self._in_flight_tps.update(offsets)
-        return len(plans)
+            started += 1
+        return started
 
-    def _plan_fetches(self, now: float) -> dict[int, dict[TopicPartition, FetchTarget]]:
+    def _plan_fetches(self, now: float, checks: dict[int, dict[TopicPartition, FetchTarget]]
+                      ) -> dict[int, dict[TopicPartition, FetchTarget]]:
+        """Per broker, what to fetch; ``checks`` gets, per leader, the positions to check with
+        OffsetForLeaderEpoch before fetching on (KIP-320, for brokers without Fetch v12)."""
         plans: dict[int, dict[TopicPartition, FetchTarget]] = {}
         busy = self._next.keys() | self._in_flight_tps
         assignment = self._subscription.assignment
         for tp in self._subscription.fetchable():
             if tp in busy or self._partition_backoff.get(tp, 0.0) > now:
+                continue
+            check = self._epoch_check(tp, assignment[tp])
+            if check is not None:
+                leader = self._cluster.leader_for(tp)
+                if leader is not None and leader >= 0 and tp not in self._completed:
+                    checks.setdefault(leader, {})[tp] = check
                 continue
             node_id = self._fetch_node(tp, now)
             if node_id is None:
@@ -213,6 +241,66 @@ class Fetcher:
         if cf.position != state.position or cf.incarnation != state.incarnation or cf.data_end is None:
             return None
         return FetchTarget(cf.data_end, current, cf.data_end_epoch)
+
+    def _epoch_check(self, tp: TopicPartition, state: PartitionState) -> FetchTarget | None:
+        """The position to check before fetching ``tp`` again, if its leader changed since the last
+        check and Fetch cannot see a diverged log on that broker (None: fetch on)."""
+        current = self._cluster.leader_epoch_for(tp)
+        if state.position is None or state.leader_epoch is None or current is None or current < 0:
+            return None
+        epochs = (current, state.leader_epoch)
+        if self._epochs_checked.get(tp) == epochs:
+            return None
+        leader = self._cluster.leader_for(tp)
+        version = None if leader is None else self._fetch_versions.get(leader)
+        if version is not None and version >= LAST_FETCHED_EPOCH_VERSION:
+            self._epochs_checked[tp] = epochs  # the next Fetch carries the epoch: the broker checks
+            return None
+        return FetchTarget(state.position, current, state.leader_epoch)
+
+    async def _check_epochs(self, node_id: int, targets: dict[TopicPartition, FetchTarget],
+                            incarnations: Mapping[TopicPartition, int]) -> None:
+        """Learn the broker's Fetch version and, below v12, ask OffsetForLeaderEpoch where each
+        position's epoch ends on the leader; then fetch on."""
+        try:
+            conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout)
+            self._fetch_versions[node_id] = conn.version_for(FETCH, self._max_fetch_version)
+            if self._fetch_versions[node_id] >= LAST_FETCHED_EPOCH_VERSION or not supported(conn):
+                # Fetch checks by itself; or the broker is too old to ask at all (Java skips too).
+                for tp, target in targets.items():
+                    self._epochs_checked[tp] = (target.current_leader_epoch, target.last_fetched_epoch)
+            else:
+                asked = {tp: (t.current_leader_epoch, t.last_fetched_epoch) for tp, t in targets.items()}
+                for tp, answer in (await epoch_ends(conn, asked, self._request_timeout)).items():
+                    self._epoch_answered(tp, targets[tp], incarnations[tp], answer)
+            self._fetch_succeeded(node_id)
+        except Exception as exc:
+            self._fetch_failed(node_id, exc)
+            return
+        finally:
+            self._in_flight.pop(node_id, None)
+            self._in_flight_tps.difference_update(targets)
+        self.send_fetches()
+
+    def _epoch_answered(self, tp: TopicPartition, target: FetchTarget, incarnation: int, answer: EpochEnd) -> None:
+        state = self._subscription.assignment.get(tp)
+        if state is None or state.incarnation != incarnation or state.position != target.offset:
+            return  # revoked or seeked meanwhile: the new position gets its own check
+        if answer.error_code:
+            if not is_retriable(answer.error_code):
+                self._errors.append(BrokerError(answer.error_code, f"OffsetForLeaderEpoch for {tp}"))
+            self.metadata_refresh_needed = True  # e.g. FENCED_LEADER_EPOCH: our metadata is behind
+            self._partition_backoff[tp] = asyncio.get_running_loop().time() + self._retry_backoff
+            return
+        try:
+            check_divergence(self._subscription, tp, target.offset, answer.leader_epoch, answer.end_offset)
+        except LogTruncationError as exc:
+            self._errors.append(exc)  # raised from the next poll; asked again after a backoff
+            self._partition_backoff[tp] = asyncio.get_running_loop().time() + self._retry_backoff
+            self._data_ready.set()
+            return
+        if state.leader_epoch is not None:
+            self._epochs_checked[tp] = (target.current_leader_epoch, state.leader_epoch)
 
     def _fetch_node(self, tp: TopicPartition, now: float | None) -> int | None:
         """The preferred read replica while it lasts, else the leader. ``now`` None (metrics, maybe
@@ -260,7 +348,7 @@ class Fetcher:
         session = self._sessions.setdefault(node_id, FetchSession[FetchTarget]())
         try:
             conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout)
-            version = conn.version_for(FETCH, self._max_fetch_version)
+            version = self._fetch_versions[node_id] = conn.version_for(FETCH, self._max_fetch_version)
             plan = session.plan(targets, version)
             # The broker holds the request up to max_wait_ms before answering: allow for that.
             timeout = self._request_timeout + self._max_wait_ms / 1000

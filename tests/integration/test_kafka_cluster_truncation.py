@@ -18,6 +18,8 @@ import logging
 import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite._net import Cluster, ConnectionOptions
+from aiokafka_lite.consumer.epoch_validation import EpochEnd, epoch_ends, supported
 from aiokafka_lite.errors import LogTruncationError
 from aiokafka_lite.testing.helpers import produce
 from aiokafka_lite.testing.kafka_cluster import BROKER_IDS, KafkaCluster
@@ -55,6 +57,8 @@ async def test_an_unclean_election_that_truncates_consumed_records_is_detected(
         for c in (resetting, strict):
             got = await poll_until(c, lambda got: len(got) >= KEPT + LOST)
             assert [r.value for r in got] == [v.encode() for _k, v in values("kept", KEPT) + values("lost", LOST)]
+        lost_epoch = got[-1].leader_epoch
+        assert lost_epoch is not None
 
         cluster.kill_broker(leader)
         cluster.broker(follower).start()
@@ -81,6 +85,24 @@ async def test_an_unclean_election_that_truncates_consumed_records_is_detected(
         strict.seek(tp, error.divergent_offset)
         got = await poll_until(strict, lambda got: len(got) >= NEW)
         assert [r.value for r in got] == [f"new-{i}".encode() for i in range(NEW)]
+
+    # What a broker without Fetch v12 needs instead: the new leader says where the lost records'
+    # epoch ends, in the OffsetForLeaderEpoch answer the fetcher would check (and does, in
+    # tests/unit/test_fetcher_truncation.py, against scripted brokers).
+    client = Cluster(ConnectionOptions(request_timeout=10.0),
+                     [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in cluster.bootstrap_servers.split(","))
+                      if int(p) != cluster.broker(leader).port])
+    try:
+        await client.refresh_metadata([unique_topic], timeout=10)
+        current = client.leader_epoch_for(tp)
+        assert current is not None
+        assert current > lost_epoch
+        conn = await client.connection(follower, timeout=10)
+        assert supported(conn)
+        answer = await epoch_ends(conn, {tp: (current, lost_epoch)}, timeout=10)
+        assert answer == {tp: EpochEnd(0, lost_epoch, KEPT)}
+    finally:
+        await client.close()
 
     # The old leader comes back as a follower: it truncates its log to the new leader's.
     await asyncio.to_thread(cluster.start_broker, leader)

@@ -6,6 +6,7 @@ real cluster) is tests/integration/test_kafka_cluster_truncation.py.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -13,13 +14,14 @@ import pytest
 
 from aiokafka_lite.consumer.log_truncation import check_divergence
 from aiokafka_lite.consumer.subscription import ResetStrategy
-from aiokafka_lite.errors import LogTruncationError
-from aiokafka_lite.protocol.messages import FETCH
+from aiokafka_lite.errors import ERROR_CODE_BY_NAME, LogTruncationError
+from aiokafka_lite.protocol.messages import FETCH, OFFSET_FOR_LEADER_EPOCH
 from aiokafka_lite.protocol.records_build import build_record_batch
 
 from .test_fetcher import T0, FakeCluster, ScriptedFetches, assigned, make_fetcher, offsets_of, partition, settle
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("record_decoder")]
+E_FENCED = ERROR_CODE_BY_NAME["FENCED_LEADER_EPOCH"]
 
 
 def batch_at_epoch(base_offset: int, count: int, epoch: int) -> bytes:
@@ -148,5 +150,128 @@ async def test_an_epoch_that_ends_past_the_position_is_no_truncation(caplog: pyt
             assert offsets_of(fetcher.fetched_records(100)[T0]) == [100, 101]
         assert not caplog.records
         assert (100, -1, 3) in sent(cluster)
+    finally:
+        await fetcher.close()
+
+
+# ------------------------------------------------------------- brokers without Fetch v12
+
+class EpochEnds:
+    """Answers OffsetForLeaderEpoch with the scripted (error, epoch, end offset) per partition."""
+
+    def __init__(self, *answers: tuple[int, int, int]) -> None:
+        self.answers = list(answers)
+        self.asked: list[dict[str, Any]] = []
+
+    async def __call__(self, node_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append(body)
+        code, epoch, end = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return {"throttle_time_ms": 0, "topics": [
+            {"topic": t["topic"], "partitions": [
+                {"error_code": code, "partition": p["partition"], "leader_epoch": epoch, "end_offset": end}
+                for p in t["partitions"]]} for t in body["topics"]]}
+
+
+def old_broker(script: ScriptedFetches, epoch_ends: EpochEnds) -> FakeCluster:
+    cluster = FakeCluster({T0: 1})
+    cluster.leader_epochs[T0] = 7
+    cluster.broker_max[FETCH.key] = 11  # no last_fetched_epoch: the fetcher has to ask first
+    cluster.handlers[FETCH.key] = script
+    cluster.handlers[OFFSET_FOR_LEADER_EPOCH.key] = epoch_ends
+    return cluster
+
+
+async def test_without_fetch_v12_a_position_is_checked_with_offset_for_leader_epoch_first(
+        caplog: pytest.LogCaptureFixture) -> None:
+    script = ScriptedFetches()
+    script.add(T0, partition(0, batch_at_epoch(80, 3, 7)))
+    ends = EpochEnds((0, 4, 80))
+    cluster = old_broker(script, ends)
+    sub = assigned(T0, position=100, reset=ResetStrategy.EARLIEST)
+    sub.seek(T0, 100, 5)
+    fetcher = make_fetcher(cluster, sub)
+    try:
+        with caplog.at_level(logging.WARNING, "aiokafka_lite"):
+            fetcher.send_fetches()
+            await settle(fetcher)
+            assert offsets_of(fetcher.fetched_records(100)[T0]) == [80, 81, 82]
+        [asked] = ends.asked
+        assert asked["replica_id"] == -1
+        assert asked["topics"] == [{"topic": "t", "partitions": [
+            {"partition": 0, "current_leader_epoch": 7, "leader_epoch": 5}]}]
+        [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "consumed up to offset 100" in warning
+        assert "diverges from offset 80" in warning
+        _node, version, body, _timeout = cluster.fetches()[0]
+        # The first fetch came after the check, from the divergence point.
+        assert (version, body["topics"][0]["partitions"][0]["fetch_offset"]) == (11, 80)
+        # Same leader epoch, same consumed epoch: no second check.
+        fetcher.send_fetches()
+        await settle(fetcher)
+        assert len(ends.asked) == 1
+    finally:
+        await fetcher.close()
+
+
+async def test_without_fetch_v12_truncation_with_reset_none_raises_and_fetches_nothing() -> None:
+    script = ScriptedFetches()
+    ends = EpochEnds((0, 4, 80))
+    cluster = old_broker(script, ends)
+    sub = assigned(T0, position=100, reset=ResetStrategy.NONE)
+    sub.seek(T0, 100, 5)
+    fetcher = make_fetcher(cluster, sub)
+    try:
+        fetcher.send_fetches()
+        await settle(fetcher)
+        with pytest.raises(LogTruncationError) as raised:
+            fetcher.fetched_records(100)
+        assert (raised.value.fetch_offset, raised.value.divergent_offset, raised.value.divergent_epoch) == (100, 80, 4)
+        assert cluster.fetches() == []  # nothing read past a truncation
+        assert sub.state(T0).position == 100
+    finally:
+        await fetcher.close()
+
+
+async def test_a_new_leader_epoch_is_checked_again_and_fenced_answers_refresh_metadata() -> None:
+    script = ScriptedFetches()
+    ends = EpochEnds((E_FENCED, -1, -1), (0, 5, 120))
+    cluster = old_broker(script, ends)
+    sub = assigned(T0, position=100, reset=ResetStrategy.EARLIEST)
+    sub.seek(T0, 100, 5)
+    fetcher = make_fetcher(cluster, sub)
+    try:
+        fetcher.send_fetches()
+        await settle(fetcher)
+        assert fetcher.metadata_refresh_needed
+        await asyncio.sleep(0.05)  # the partition's retry backoff
+        fetcher.send_fetches()
+        await settle(fetcher)
+        assert len(ends.asked) == 2
+        assert sub.state(T0).position == 100  # epoch 5 ends past our position: nothing lost
+        assert cluster.fetches()  # and fetching goes on
+        cluster.leader_epochs[T0] = 8  # a leader change
+        script.release.set()
+        await asyncio.sleep(0.2)
+        assert len(ends.asked) == 3
+    finally:
+        await fetcher.close()
+
+
+async def test_with_fetch_v12_no_offset_for_leader_epoch_is_sent() -> None:
+    script = ScriptedFetches()
+    script.add(T0, partition(0, batch_at_epoch(100, 2, 5)))
+    ends = EpochEnds((0, 5, 200))
+    cluster = old_broker(script, ends)
+    del cluster.broker_max[FETCH.key]
+    sub = assigned(T0, position=100)
+    sub.seek(T0, 100, 5)
+    fetcher = make_fetcher(cluster, sub)
+    try:
+        fetcher.send_fetches()
+        await settle(fetcher)
+        await settle(fetcher)
+        assert offsets_of(fetcher.fetched_records(100)[T0]) == [100, 101]
+        assert ends.asked == []
+        assert sent(cluster)[0] == (100, 7, 5)
     finally:
         await fetcher.close()

@@ -18,6 +18,7 @@ from .list_offsets import LIST_OFFSETS
 from .metadata import METADATA
 from .offset_commit import OFFSET_COMMIT
 from .offset_fetch import OFFSET_FETCH
+from .offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from .produce import PRODUCE
 from .sasl_authenticate import SASL_AUTHENTICATE
 from .sasl_handshake import SASL_HANDSHAKE
@@ -29,7 +30,7 @@ APIS_BY_KEY: dict[int, Api] = {
         PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
         JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
         SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, SASL_AUTHENTICATE, CONSUMER_GROUP_HEARTBEAT,
-        CONSUMER_GROUP_DESCRIBE,
+        CONSUMER_GROUP_DESCRIBE, OFFSET_FOR_LEADER_EPOCH,
     )
 }
 
@@ -50,6 +51,7 @@ __all__ = [
     "METADATA",
     "OFFSET_COMMIT",
     "OFFSET_FETCH",
+    "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",
     "SASL_AUTHENTICATE",
     "SASL_HANDSHAKE",
