@@ -449,13 +449,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="start 3 brokers (RF 3 topic) and inject broker kills, restarts and leader moves")
     parser.add_argument("--mean-interval", type=float, default=2.0, help="mean seconds between faults")
     parser.add_argument("--max-poll-records", type=int, default=500)
-    parser.add_argument("--timeout", type=float, default=None, help="overall limit (default 300 + 20 x faults)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="overall limit (default 300 + 20 x faults, 40 x with --cluster)")
     parser.add_argument("--workdir", default=None, help="keep member logs here (default: a temp dir)")
     args = parser.parse_args(argv)
     if args.cluster and args.bootstrap:
         parser.error("--cluster starts its own brokers: it cannot be combined with --bootstrap")
     args.seed = args.seed if args.seed is not None else int(time.time()) % 100_000
-    args.timeout = args.timeout if args.timeout is not None else 300.0 + 20.0 * args.faults
+    # A broker fault on a cluster takes up to about 30 s on a loaded machine (start, back in the ISR).
+    args.timeout = args.timeout if args.timeout is not None else 300.0 + (40.0 if args.cluster else 20.0) * args.faults
     args.proxy_port = free_port()
     return args
 
