@@ -281,9 +281,11 @@ class Chaos:
         elif kind == "broker_restart":
             assert self.broker is not None
             await asyncio.to_thread(self.broker.restart)
+            detail = "the broker"
         elif kind == "reset_connections":
             assert self.proxy is not None
             self.proxy.reset_all()
+            detail = "every proxied connection"
         self.injected[kind] += 1
         return detail
 
