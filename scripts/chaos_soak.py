@@ -1,7 +1,7 @@
 """Chaos soak: a consumer group processes every record of a topic while a driver injects faults.
 
     python scripts/chaos_soak.py [--records 500000] [--members 4] [--faults 30] [--seed N]
-                                 [--bootstrap H:P]
+                                 [--bootstrap H:P | --cluster]
 
 Starts an Apache Kafka 4.3.1 broker (unless ``--bootstrap``) whose ``PROXIED`` listener advertises
 a TCP proxy (``tests/tcp_proxy.py``) that the members connect through, so connection resets hit
@@ -15,6 +15,12 @@ after each batch, and injects ``--faults`` random faults (seeded), one kind of:
     reset_connections  the proxy RSTs every open connection
 
 With ``--bootstrap`` the members connect straight to that cluster and only the first two kinds run.
+With ``--cluster`` it starts a 3-broker :class:`KafkaCluster` instead (the topic has replication
+factor 3, ``min.insync.replicas`` 2), the members connect to it directly, and the kinds are
+``kill_member``, ``stall_member`` and the broker faults of ``scripts/_chaos_cluster.py``:
+``broker_kill`` (SIGKILL the broker leading most partitions or the group coordinator, start it
+again), ``broker_restart`` (rolling SIGTERM restarts) and ``leader_move`` (reassign the replica
+order, then a preferred-leader election), one broker down at most.
 The members pace themselves (a rate file the driver rewrites) so the faults fall while records
 remain. At the end it checks, from the members' logs and the broker:
 
@@ -26,7 +32,8 @@ remain. At the end it checks, from the members' logs and the broker:
   - duplicates <= (faults + members) x members x max_poll_records: each fault, and each initial
     join, can cost each member at most its uncommitted batch (a coarse sanity bound).
 
-Prints records, faults per kind, lost, duplicates, longest stall (largest gap in overall progress:
+Prints one line per fault as it is injected (with its CLOCK_MONOTONIC time, as in the members'
+logs), then records, faults per kind, lost, duplicates, longest stall (largest gap in overall progress:
 new records processed or committed offsets advancing) and wall time; exits 1 if a check fails.
 """
 
@@ -56,6 +63,8 @@ from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite.testing._process import free_port
 from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic, produce
+from aiokafka_lite.testing.kafka_cluster import KafkaCluster
+from scripts._chaos_cluster import ClusterFaults
 from tests.tcp_proxy import TcpProxy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +79,7 @@ MEMBER_SETTINGS: dict[str, Any] = {
 }
 KINDS_WITH_BROKER = ("kill_member", "stall_member", "broker_restart", "reset_connections")
 KINDS_EXTERNAL = ("kill_member", "stall_member")
+KINDS_CLUSTER = ("kill_member", "stall_member", "broker_kill", "broker_restart", "leader_move")
 
 
 # ---------------------------------------------------------------------------------- the tally
@@ -237,39 +247,56 @@ class Chaos:
     members: list[Member]
     broker: ApacheKafkaBroker | None
     proxy: TcpProxy | None
+    cluster: ClusterFaults | None = None
     injected: collections.Counter[str] = field(default_factory=collections.Counter)
     cycle_seconds: list[float] = field(default_factory=list)
 
     def plan(self, count: int) -> list[str]:
         """Every kind at least once (when count allows), the rest at random, in random order."""
-        kinds = KINDS_WITH_BROKER if self.broker is not None else KINDS_EXTERNAL
+        kinds = (KINDS_CLUSTER if self.cluster is not None
+                 else KINDS_WITH_BROKER if self.broker is not None else KINDS_EXTERNAL)
         plan = list(kinds[:count]) + [self.rng.choice(kinds) for _ in range(count - len(kinds))]
         self.rng.shuffle(plan)
         return plan
 
-    async def inject(self, kind: str) -> None:
+    async def inject(self, kind: str) -> str:
+        """Inject one fault of ``kind``; returns what it did."""
+        detail = ""
         if kind == "kill_member":
             member = self.rng.choice(self.members)
             member.kill()
             await asyncio.sleep(self.rng.uniform(0.2, 2.0))
             member.start()
+            detail = f"member {member.index}"
         elif kind == "stall_member":
             now = time.monotonic()
             candidates = [m for m in self.members if m.stalled_until < now] or self.members
-            self.rng.choice(candidates).stall()
+            member = self.rng.choice(candidates)
+            member.stall()
+            detail = f"member {member.index}"
+        elif self.cluster is not None:
+            faults = {"broker_kill": self.cluster.broker_kill, "broker_restart": self.cluster.broker_restart,
+                      "leader_move": self.cluster.leader_move}
+            detail = await asyncio.to_thread(faults[kind])
         elif kind == "broker_restart":
             assert self.broker is not None
             await asyncio.to_thread(self.broker.restart)
+            detail = "the broker"
         elif kind == "reset_connections":
             assert self.proxy is not None
             self.proxy.reset_all()
+            detail = "every proxied connection"
         self.injected[kind] += 1
+        return detail
 
     async def run(self, count: int, mean_interval: float) -> None:
-        for kind in self.plan(count):
+        for number, kind in enumerate(self.plan(count), 1):
             began = time.monotonic()
             await asyncio.sleep(self.rng.uniform(0.2, 2 * mean_interval - 0.2))
-            await self.inject(kind)
+            at = time.monotonic()
+            detail = await self.inject(kind)
+            print(f"fault {number}/{count} at t={at:.3f}: {kind} {detail} ({time.monotonic() - at:.1f} s)",
+                  flush=True)
             self.cycle_seconds.append(time.monotonic() - began)
 
 
@@ -302,40 +329,44 @@ async def broker_view(bootstrap: str, topic: str, group: str) -> tuple[dict[int,
             {tp.partition: end for tp, end in ends.items()})
 
 
-async def soak(args: argparse.Namespace, workdir: Path, broker: ApacheKafkaBroker | None) -> int:
+async def soak(args: argparse.Namespace, workdir: Path, broker: ApacheKafkaBroker | None,
+               cluster: KafkaCluster | None) -> int:
     rng = random.Random(args.seed)
     topic, group = f"chaos-{args.seed}-{os.getpid()}", f"chaos-group-{args.seed}-{os.getpid()}"
-    direct = args.bootstrap or (broker.bootstrap_servers if broker else "")
-    proxy: TcpProxy | None = None
+    started = broker or cluster
+    direct = started.bootstrap_servers if started is not None else args.bootstrap
+    restart_guess = started.startup_seconds / 4 if started is not None else 0.0
+    chaos = Chaos(rng, [], broker, None, ClusterFaults(cluster, topic, group, rng) if cluster else None)
     if broker is not None:
-        proxy = await TcpProxy("127.0.0.1", broker.listener_port("PROXIED"), port=args.proxy_port).start()
+        chaos.proxy = await TcpProxy("127.0.0.1", broker.listener_port("PROXIED"), port=args.proxy_port).start()
     try:
-        return await _soak_with(args, workdir, broker, proxy, rng, topic, group, direct)
+        return await _soak_with(args, workdir, chaos, topic, group, direct, restart_guess)
     finally:
-        if proxy is not None:
-            await proxy.stop()
+        if chaos.proxy is not None:
+            await chaos.proxy.stop()
 
 
-async def _soak_with(args: argparse.Namespace, workdir: Path, broker: ApacheKafkaBroker | None,
-                     proxy: TcpProxy | None, rng: random.Random, topic: str, group: str, direct: str) -> int:
+async def _soak_with(args: argparse.Namespace, workdir: Path, chaos: Chaos, topic: str, group: str,
+                     direct: str, restart_guess: float) -> int:
     began = time.monotonic()
-    await asyncio.to_thread(create_topic, direct, topic, PARTITIONS)
+    replication = 3 if chaos.cluster is not None else 1
+    await asyncio.to_thread(create_topic, direct, topic, PARTITIONS, replication_factor=replication)
     await asyncio.to_thread(produce, direct, topic,
                             ({"value": str(i), "partition": i % PARTITIONS} for i in range(args.records)),
                             timeout=300.0, enable_idempotence=True)  # retries must not repeat a record
-    print(f"produced {args.records} records to {topic} ({PARTITIONS} partitions) "
-          f"in {time.monotonic() - began:.1f} s", flush=True)
+    print(f"produced {args.records} records to {topic} ({PARTITIONS} partitions, replication factor "
+          f"{replication}) in {time.monotonic() - began:.1f} s", flush=True)
     expected = {p: len(range(p, args.records, PARTITIONS)) for p in range(PARTITIONS)}
     tally = Tally(expected)
     reader = LogReader(tally)
     pace_file = workdir / "pace"
-    first_guess = args.mean_interval + (broker.startup_seconds / 4 if broker else 0.0) + 1.0
+    first_guess = args.mean_interval + restart_guess + 1.0
     write_pace(pace_file, args.records / (args.faults * first_guess * 1.25 + 5.0) / args.members)
-    spec = {"bootstrap": proxy.address if proxy else direct, "topic": topic, "group": group,
+    spec = {"bootstrap": chaos.proxy.address if chaos.proxy else direct, "topic": topic, "group": group,
             "pace": str(pace_file), "stall_seconds": STALL_SECONDS,
             "settings": {**MEMBER_SETTINGS, "max_poll_records": args.max_poll_records}}
     members = [Member(i, workdir, spec, reader) for i in range(args.members)]
-    chaos = Chaos(rng, members, broker, proxy)
+    chaos.members.extend(members)
     soak_began = time.monotonic()
     try:
         for member in members:
@@ -416,13 +447,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--faults", type=int, default=30)
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: time-based, printed)")
     parser.add_argument("--bootstrap", default=None, help="use this cluster instead of starting a broker")
+    parser.add_argument("--cluster", action="store_true",
+                        help="start 3 brokers (RF 3 topic) and inject broker kills, restarts and leader moves")
     parser.add_argument("--mean-interval", type=float, default=2.0, help="mean seconds between faults")
     parser.add_argument("--max-poll-records", type=int, default=500)
-    parser.add_argument("--timeout", type=float, default=None, help="overall limit (default 300 + 20 x faults)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="overall limit (default 300 + 20 x faults, 40 x with --cluster)")
     parser.add_argument("--workdir", default=None, help="keep member logs here (default: a temp dir)")
     args = parser.parse_args(argv)
+    if args.cluster and args.bootstrap:
+        parser.error("--cluster starts its own brokers: it cannot be combined with --bootstrap")
     args.seed = args.seed if args.seed is not None else int(time.time()) % 100_000
-    args.timeout = args.timeout if args.timeout is not None else 300.0 + 20.0 * args.faults
+    # A broker fault on a cluster takes up to about 30 s on a loaded machine (start, back in the ISR).
+    args.timeout = args.timeout if args.timeout is not None else 300.0 + (40.0 if args.cluster else 20.0) * args.faults
     args.proxy_port = free_port()
     return args
 
@@ -435,19 +472,25 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     args = parse_args(argv)
     print(f"chaos soak: seed {args.seed}, {args.records} records, {args.members} members, "
-          f"{args.faults} faults", flush=True)
+          f"{args.faults} faults{', 3-broker cluster' if args.cluster else ''}", flush=True)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="chaos-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     broker: ApacheKafkaBroker | None = None
+    cluster: KafkaCluster | None = None
     code = 1
     try:
-        if args.bootstrap is None:
+        if args.cluster:
+            cluster = KafkaCluster()
+            cluster.start()
+        elif args.bootstrap is None:
             broker = ApacheKafkaBroker(extra_listeners={"PROXIED": "PLAINTEXT"},
                                        advertised_ports={"PROXIED": args.proxy_port}).start()
-        code = asyncio.run(soak(args, workdir, broker))
+        code = asyncio.run(soak(args, workdir, broker, cluster))
     finally:
         if broker is not None:
             broker.stop()
+        if cluster is not None:
+            cluster.stop()
         if code == 0 and args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
