@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from aiokafka_lite.consumer.fetcher import Fetcher
 from aiokafka_lite.consumer.log_truncation import check_divergence
-from aiokafka_lite.consumer.subscription import ResetStrategy
+from aiokafka_lite.consumer.subscription import ResetStrategy, SubscriptionState
 from aiokafka_lite.errors import ERROR_CODE_BY_NAME, LogTruncationError
 from aiokafka_lite.protocol.messages import FETCH, OFFSET_FOR_LEADER_EPOCH
 from aiokafka_lite.protocol.records_build import build_record_batch
@@ -31,6 +32,24 @@ def batch_at_epoch(base_offset: int, count: int, epoch: int) -> bytes:
 
 def diverging(epoch: int, end_offset: int) -> dict[str, Any]:
     return {**partition(0, b""), "diverging_epoch": {"epoch": epoch, "end_offset": end_offset}}
+
+
+def broker_answering(*parts: dict[str, Any]) -> FakeCluster:
+    """A Fetch v12 broker answering T0 with ``parts``, one per fetch."""
+    cluster = FakeCluster({T0: 1})
+    script = ScriptedFetches()
+    for part in parts:
+        script.add(T0, part)
+    cluster.handlers[FETCH.key] = script
+    return cluster
+
+
+def read_up_to_100(cluster: FakeCluster, reset: ResetStrategy = ResetStrategy.EARLIEST
+                   ) -> tuple[SubscriptionState, Fetcher]:
+    """A consumer that has read T0 up to offset 100, its last record in leader epoch 5."""
+    sub = assigned(T0, position=100, reset=reset)
+    sub.seek(T0, 100, 5)
+    return sub, make_fetcher(cluster, sub)
 
 
 def sent(cluster: FakeCluster) -> list[tuple[int, int, int]]:
@@ -61,14 +80,8 @@ async def test_fetches_carry_the_metadata_leader_epoch_and_the_last_consumed_rec
 
 async def test_a_diverging_epoch_below_the_position_resets_to_the_divergence_point(
         caplog: pytest.LogCaptureFixture) -> None:
-    cluster = FakeCluster({T0: 1})
-    script = ScriptedFetches()
-    script.add(T0, diverging(4, 80))
-    script.add(T0, partition(0, batch_at_epoch(80, 3, 6)))
-    cluster.handlers[FETCH.key] = script
-    sub = assigned(T0, position=100, reset=ResetStrategy.EARLIEST)
-    sub.seek(T0, 100, 5)
-    fetcher = make_fetcher(cluster, sub)
+    cluster = broker_answering(diverging(4, 80), partition(0, batch_at_epoch(80, 3, 6)))
+    sub, fetcher = read_up_to_100(cluster)
     try:
         with caplog.at_level(logging.WARNING, "aiokafka_lite"):
             fetcher.send_fetches()
@@ -90,14 +103,8 @@ async def test_a_diverging_epoch_below_the_position_resets_to_the_divergence_poi
 
 
 async def test_a_diverging_epoch_with_reset_none_raises_log_truncation_error_every_time() -> None:
-    cluster = FakeCluster({T0: 1})
-    script = ScriptedFetches()
-    script.add(T0, diverging(4, 80))
-    script.add(T0, diverging(4, 80))
-    cluster.handlers[FETCH.key] = script
-    sub = assigned(T0, position=100, reset=ResetStrategy.NONE)
-    sub.seek(T0, 100, 5)
-    fetcher = make_fetcher(cluster, sub)
+    cluster = broker_answering(diverging(4, 80), diverging(4, 80))
+    sub, fetcher = read_up_to_100(cluster, ResetStrategy.NONE)
     try:
         for _ in range(2):
             fetcher.send_fetches()
@@ -132,14 +139,8 @@ async def test_no_epoch_on_the_leader_applies_the_reset_strategy(reset: ResetStr
 
 
 async def test_an_epoch_that_ends_past_the_position_is_no_truncation(caplog: pytest.LogCaptureFixture) -> None:
-    cluster = FakeCluster({T0: 1})
-    script = ScriptedFetches()
-    script.add(T0, diverging(3, 150))
-    script.add(T0, partition(0, batch_at_epoch(100, 2, 3)))
-    cluster.handlers[FETCH.key] = script
-    sub = assigned(T0, position=100, reset=ResetStrategy.EARLIEST)
-    sub.seek(T0, 100, 5)
-    fetcher = make_fetcher(cluster, sub)
+    cluster = broker_answering(diverging(3, 150), partition(0, batch_at_epoch(100, 2, 3)))
+    _sub, fetcher = read_up_to_100(cluster)
     try:
         with caplog.at_level(logging.WARNING, "aiokafka_lite"):
             fetcher.send_fetches()
@@ -187,9 +188,7 @@ async def test_without_fetch_v12_a_position_is_checked_with_offset_for_leader_ep
     script.add(T0, partition(0, batch_at_epoch(80, 3, 7)))
     ends = EpochEnds((0, 4, 80))
     cluster = old_broker(script, ends)
-    sub = assigned(T0, position=100, reset=ResetStrategy.EARLIEST)
-    sub.seek(T0, 100, 5)
-    fetcher = make_fetcher(cluster, sub)
+    _sub, fetcher = read_up_to_100(cluster)
     try:
         with caplog.at_level(logging.WARNING, "aiokafka_lite"):
             fetcher.send_fetches()
@@ -217,9 +216,7 @@ async def test_without_fetch_v12_truncation_with_reset_none_raises_and_fetches_n
     script = ScriptedFetches()
     ends = EpochEnds((0, 4, 80))
     cluster = old_broker(script, ends)
-    sub = assigned(T0, position=100, reset=ResetStrategy.NONE)
-    sub.seek(T0, 100, 5)
-    fetcher = make_fetcher(cluster, sub)
+    sub, fetcher = read_up_to_100(cluster, ResetStrategy.NONE)
     try:
         fetcher.send_fetches()
         await settle(fetcher)
@@ -236,9 +233,7 @@ async def test_a_new_leader_epoch_is_checked_again_and_fenced_answers_refresh_me
     script = ScriptedFetches()
     ends = EpochEnds((E_FENCED, -1, -1), (0, 5, 120))
     cluster = old_broker(script, ends)
-    sub = assigned(T0, position=100, reset=ResetStrategy.EARLIEST)
-    sub.seek(T0, 100, 5)
-    fetcher = make_fetcher(cluster, sub)
+    sub, fetcher = read_up_to_100(cluster)
     try:
         fetcher.send_fetches()
         await settle(fetcher)
@@ -263,9 +258,7 @@ async def test_with_fetch_v12_no_offset_for_leader_epoch_is_sent() -> None:
     ends = EpochEnds((0, 5, 200))
     cluster = old_broker(script, ends)
     del cluster.broker_max[FETCH.key]
-    sub = assigned(T0, position=100)
-    sub.seek(T0, 100, 5)
-    fetcher = make_fetcher(cluster, sub)
+    _sub, fetcher = read_up_to_100(cluster)
     try:
         fetcher.send_fetches()
         await settle(fetcher)
