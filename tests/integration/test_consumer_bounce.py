@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
 
 from aiokafka_lite.testing.kafka_cluster import KafkaCluster
 from scripts.chaos_soak import MEMBER_SETTINGS, PARTITIONS, LogReader, Member, Tally, broker_view
@@ -42,7 +43,8 @@ RATE = 200.0  # records/s over all partitions
 # members keep up with RATE, and a bounce usually finds one holding records it has not committed.
 PROCESSING_RATE = 150.0
 # The smallest session timeout the broker allows by default (group.min.session.timeout.ms): a hard
-# bounce costs this long before the dead member's partitions move.
+# bounce costs this long before the dead member's partitions move. max_poll_interval_ms is also the
+# rebalance timeout: room for a loaded machine.
 SETTINGS = {**MEMBER_SETTINGS, "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
             "max_poll_interval_ms": 10000}
 STABLE_TIMEOUT = 60.0
@@ -79,9 +81,9 @@ class BouncedMember(Member):
             self.process.send_signal(signal.SIGTERM)
 
     async def exited(self, timeout: float) -> None:
-        process, self.process = self.process, None
-        if process is not None:
-            returncode = await asyncio.to_thread(process.wait, timeout)
+        if self.process is not None:  # (None: killed, already reaped)
+            returncode = await asyncio.to_thread(self.process.wait, timeout)  # a timeout leaves it to kill()
+            self.process = None
             assert returncode == 0, f"member {self.index} exited with {returncode} after SIGTERM"
 
 
@@ -99,7 +101,7 @@ class Bounce:
     """Three member processes of one group, their logs tallied as they are written."""
 
     def __init__(self, cluster: KafkaCluster, topic: str, group: str, workdir: Path) -> None:
-        self.bootstrap, self.topic, self.group = cluster.bootstrap_servers, topic, group
+        self.bootstrap, self.topic, self.group, self.workdir = cluster.bootstrap_servers, topic, group, workdir
         self.tally = Tally(expected={})  # the end offsets are known once production stops
         self.reader = LogReader(self.tally)
         (workdir / "pace").write_text(f"{PROCESSING_RATE}\n")
@@ -119,15 +121,14 @@ class Bounce:
             self.check_alive()
             assert time.monotonic() < deadline, f"group not stable with {sorted(expected)}: {view}"
             await asyncio.sleep(0.25)
-            with contextlib.suppress(Exception):  # a coordinator moving: ask again
+            with contextlib.suppress(KafkaException, TimeoutError):  # a coordinator moving: ask again
                 view = await asyncio.to_thread(group_view, self.bootstrap, self.group)
         stable_at = time.monotonic()
         self.rebalance_seconds.append(stable_at - began)
 
         def consumed_since() -> bool:
             self.reader.read_new()
-            return all(self.tally.commits.get(p) and self.tally.commits[p][-1][0] > stable_at
-                       for p in range(PARTITIONS))
+            return all(any(t > stable_at for t, _offset in self.tally.commits.get(p, ())) for p in range(PARTITIONS))
         await until(consumed_since, 30, "a commit on every partition after the group stabilised", interval=0.2)
 
     def check_alive(self) -> None:
@@ -159,6 +160,11 @@ class Bounce:
     def stop(self) -> None:
         for member in self.members:
             member.kill()
+
+    def member_output(self) -> dict[str, str]:
+        """What each incarnation wrote to stderr (WARNING+ logs, tracebacks): none when healthy."""
+        return {out.name: out.read_text(errors="replace")[:800] for out in self.workdir.glob("*.out")
+                if out.stat().st_size}
 
     def killed_windows(self) -> list[set[tuple[int, int]]]:
         """Per killed incarnation: the records it had read and not committed when it died."""
@@ -205,10 +211,13 @@ async def test_consumer_bounce(kafka_cluster: KafkaCluster, unique_topic: str, u
     row = {"test": "consumer_bounce", "shutdown": shutdown, "mode": mode, "rounds": ROUNDS, "records": tally.total,
            "lost": tally.lost, "duplicates": tally.duplicates, "uncommitted_at_death": sum(map(len, windows)),
            "redelivered_after_commit": tally.redelivered_after_commit(),
+           "failed_commits": sum(tally.failed_commits.values()),
            "longest_rebalance_s": round(max(bounce.rebalance_seconds), 2), "drain_s": round(drain, 2),
            "wall_s": round(time.monotonic() - began, 1)}
     report(row)
 
+    noisy = bounce.member_output()
+    assert not noisy, f"members logged at WARNING or above: {noisy}"
     assert tally.lost == 0
     assert tally.bad_values == 0
     assert committed == ends, f"committed {committed}, end offsets {ends}"
