@@ -12,7 +12,10 @@ production stopped) are appended to the file named by $CLUSTER_REPORT (JSON line
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -57,8 +60,9 @@ class Member(ConsumerRebalanceListener):
     """A group member committing after every poll, its reads and commits kept in the ledger."""
 
     def __init__(self, name: str, consumer: Consumer, ledger: CommitLedger, progress: dict[int, float],
-                 pauses: dict[int, float]) -> None:
+                 pauses: dict[int, float], values: dict[bytes, set[tuple[int, int]]]) -> None:
         self.name, self.consumer, self.ledger, self.progress, self.pauses = name, consumer, ledger, progress, pauses
+        self.values = values
         self.assignments = 0
         self.positions: dict[int, int] = {}
         self.commit_failures = 0
@@ -76,6 +80,8 @@ class Member(ConsumerRebalanceListener):
         loop = asyncio.get_running_loop()
         while True:
             batch = await self.consumer.poll(timeout=0.2)
+            for record in batch:
+                self.values.setdefault(record.value, set()).add((record.partition, record.offset))
             for tp in batch.partitions():
                 offsets = [r.offset for r in batch.records(tp)]
                 self.ledger.read(self.name, tp.partition, offsets)
@@ -105,12 +111,13 @@ class Group:
         self.ledger = CommitLedger()
         self.progress: dict[int, float] = {}  # partition -> loop time of its last committed records
         self.pauses: dict[int, float] = {}  # partition -> longest time between two of its commits
+        self.values: dict[bytes, set[tuple[int, int]]] = {}  # value read -> (partition, offset) it was read at
         self.members = [Member(f"m{i}", Consumer(
             bootstrap_servers=cluster.bootstrap_servers, group_id=group_id, auto_offset_reset="earliest",
             enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=500,
-            request_timeout_ms=10000, fetch_max_wait_ms=200), self.ledger, self.progress, self.pauses)
-            for i in range(MEMBERS)]
-        self.topic = topic
+            request_timeout_ms=10000, fetch_max_wait_ms=200), self.ledger, self.progress, self.pauses,
+            self.values) for i in range(MEMBERS)]
+        self.topic, self.cluster = topic, cluster
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> list[int]:
@@ -128,26 +135,47 @@ class Group:
 
     async def resumed_after(self, started: float, timeout: float) -> float:
         """Seconds from ``started`` until every partition had records committed again."""
-        await until(lambda: len(self.progress) == PARTITIONS and min(self.progress.values()) > started, timeout,
-                    f"every partition consumed again ({self.ledger.describe()})")
+        async with self.diagnosed():
+            await until(lambda: len(self.progress) == PARTITIONS and min(self.progress.values()) > started,
+                        timeout, "every partition consumed again")
         return max(self.progress.values()) - started
 
-    async def drained(self, sent: int) -> float:
-        """Seconds until every record sent was committed (each once); the broker's committed
-        offsets must then be the end offsets."""
+    @contextlib.asynccontextmanager
+    async def diagnosed(self) -> AsyncIterator[None]:
+        """A wait that fails says where each partition stands: who reads it from which broker, its lag,
+        the fetch sessions and failing connections, and which broker leads it now."""
+        try:
+            yield
+        except AssertionError as exc:
+            members = {m.name: {k: m.consumer.metrics().get(k) for k in (
+                "assignment", "lag", "fetching_from", "fetch_sessions", "connection_failures",
+                "seconds_since_last_poll", "group_state")} for m in self.members}
+            leaders = await asyncio.to_thread(lambda: {p: self.cluster.leader_of(TopicPartition(self.topic, p))
+                                                       for p in range(PARTITIONS)})
+            raise AssertionError(f"{exc}; ledger: {self.ledger.describe()}; leaders now {leaders}; "
+                                 f"members: {json.dumps(members, default=str)}") from None
+
+    async def drained(self, sent: int) -> tuple[float, dict[bytes, list[tuple[int, int]]]]:
+        """Once production stopped: seconds until every record in the log was committed, each offset
+        once, and the broker's committed offsets are the end offsets; every value sent was read.
+        Also returns the values the log holds more than once (the producer's retries, not ours)."""
         loop = asyncio.get_running_loop()
         began = loop.time()
-        await until(lambda: self.ledger.total() >= sent, 60, f"every one of {sent} records committed "
-                    f"({self.ledger.describe()})")
-        drain = loop.time() - began
-        self.ledger.check(sent)
         tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
         consumer = self.members[0].consumer
-        committed = {tp.partition: c.offset if c else None for tp, c in (await consumer.committed(tps)).items()}
         ends = {tp.partition: end for tp, end in (await consumer.end_offsets(tps)).items()}
+        in_log = sum(ends.values())
+        async with self.diagnosed():
+            await until(lambda: self.ledger.total() >= in_log, 60, f"every one of the {in_log} records committed")
+        drain = loop.time() - began
+        self.ledger.check(in_log)
+        committed = {tp.partition: c.offset if c else None for tp, c in (await consumer.committed(tps)).items()}
         assert committed == ends, f"committed {committed}, end offsets {ends}"
-        assert sum(ends.values()) == sent
-        return drain
+        missing = [i for i in range(sent) if b"%d" % i not in self.values]
+        assert not missing, f"{len(missing)} records sent were never read, e.g. {missing[:5]}"
+        copies = {value: sorted(at) for value, at in self.values.items() if len(at) > 1}
+        assert in_log == sent + sum(len(at) - 1 for at in copies.values()), f"{in_log} records in the log, {sent} sent"
+        return drain, copies
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -172,13 +200,15 @@ async def test_rolling_bounce_of_every_broker_loses_and_repeats_nothing(
                 for node_id in BROKER_IDS:
                     await asyncio.to_thread(cluster.restart_broker, node_id)
                     await group.resumed_after(loop.time(), 30)
-        drain = await group.drained(producer.sent)
+        drain, copies = await group.drained(producer.sent)
         assert group.assignments() == assignments, "a broker bounce rebalanced the group"
         report({"test": "rolling_bounce", "rounds": ROUNDS, "records": producer.sent,
-                 "lost": producer.sent - group.ledger.total(), "duplicates": group.ledger.duplicates(),
-                 "longest_pause_s": round(max(group.pauses.values()), 2), "drain_s": round(drain, 2),
-                 "commit_failures": sum(m.commit_failures for m in group.members),
-                 "wall_s": round(loop.time() - began, 1)})
+                "lost": sum(1 for i in range(producer.sent) if b"%d" % i not in group.values),
+                "duplicates": group.ledger.duplicates(), "in_log_twice": len(copies),
+                "longest_pause_s": round(max(group.pauses.values()), 2), "drain_s": round(drain, 2),
+                "in_log_twice_at": {v.decode(): at for v, at in list(copies.items())[:3]},
+                "commit_failures": sum(m.commit_failures for m in group.members),
+                "wall_s": round(loop.time() - began, 1)})
     finally:
         await group.close()
 
