@@ -13,8 +13,10 @@ is system-wide, so the driver can order events across processes):
 
 SIGUSR1 makes the member stall once (a non-blocking sleep of ``stall_seconds``, longer than
 ``max_poll_interval_ms``) between receiving a batch and processing it, so its poll deadline lapses
-while it holds records. The driver paces processing through the ``pace`` file (records per
-second for this member; 0 = as fast as possible) so the soak lasts long enough for its faults.
+while it holds records. SIGTERM makes it stop cleanly: it finishes (and commits) the batch in hand,
+then closes the consumer, which leaves the group. The driver paces processing through the ``pace``
+file (records per second for this member; 0 = as fast as possible) so the soak lasts long enough
+for its faults.
 """
 
 from __future__ import annotations
@@ -89,13 +91,14 @@ async def _commit(consumer: Consumer, log: IO[str], records: list[ConsumerRecord
 
 
 async def run(spec: dict[str, Any], log: IO[str]) -> None:
-    stall_requested = asyncio.Event()
+    stall_requested, stop_requested = asyncio.Event(), asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, stall_requested.set)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop_requested.set)
     pace = Pace(spec["pace"])
     max_poll_records = int(spec["settings"].get("max_poll_records", 500))
     async with Consumer(spec["topic"], bootstrap_servers=spec["bootstrap"], group_id=spec["group"],
                         **spec["settings"]) as consumer:
-        while True:
+        while not stop_requested.is_set():
             pace.refresh()
             try:
                 batch = await consumer.poll(timeout=POLL_TIMEOUT, max_records=pace.batch_size(max_poll_records))

@@ -1,13 +1,32 @@
-"""Small helpers for consumer integration tests: poll until a condition holds, bounded."""
+"""Small helpers for consumer integration tests: poll or wait until a condition holds, bounded."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 from collections.abc import Callable
 from typing import Any
 
 from aiokafka_lite import Consumer, ConsumerRecord
+
+
+def report(row: dict[str, object], variable: str = "CLUSTER_REPORT") -> None:
+    """Print a test's figures, and append them to the file named by $``variable`` (JSON lines) if set."""
+    print(json.dumps(row))
+    if path := os.environ.get(variable):
+        with open(path, "a") as out:
+            out.write(json.dumps(row) + "\n")
+
+
+async def until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
+    """Wait until `condition()` holds; fail the test after `timeout` seconds, saying `what` was awaited."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, f"not within {timeout} s: {what}"
+        await asyncio.sleep(interval)
 
 
 async def poll_until(consumer: Consumer, done: Callable[[list[ConsumerRecord]], bool], *,

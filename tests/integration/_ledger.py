@@ -65,6 +65,11 @@ class CommitLedger:
             pending = {f"{m}/{p}": len(v) for (m, p), v in self._pending.items() if v}
         return f"counted per partition {dict(sorted(counted.items()))}, pending {pending}"
 
+    def duplicates(self) -> int:
+        """Commits counted beyond the first, over every record."""
+        with self._lock:
+            return sum(n - 1 for n in self.seen.values())
+
     def check(self, expected: int) -> None:
         duplicates = {pos: n for pos, n in self.seen.items() if n > 1}
         assert not duplicates, f"{len(duplicates)} records committed twice, e.g. {list(duplicates.items())[:5]}"

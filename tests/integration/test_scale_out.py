@@ -21,6 +21,7 @@ import pytest
 from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.testing.helpers import create_topic
 
+from ._consumers import until
 from ._steady import SteadyProducer
 
 pytestmark = pytest.mark.asyncio
@@ -82,14 +83,6 @@ class Member(ConsumerRebalanceListener):
         return max(b - a for a, b in itertools.pairwise(edges))
 
 
-async def _until(condition, timeout: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.05)
-
-
 def _balanced(members: list[Member], each: int) -> bool:
     owned = [m.consumer.assignment() for m in members]
     every = [tp for tps in owned for tp in tps]
@@ -122,12 +115,12 @@ async def test_fourth_member_joins_without_pausing_the_others(apache_kafka_broke
     try:
         with SteadyProducer(broker.bootstrap_servers, unique_topic, PARTITIONS, RATE):
             members = [member(f"m{i}") for i in range(3)]
-            await _until(lambda: _balanced(members, 4), 60, "three members with 4 partitions each")
+            await until(lambda: _balanced(members, 4), 60, "three members with 4 partitions each")
             await asyncio.sleep(2.0)  # records flowing to everyone
             before = {m.name: m.consumer.assignment() for m in members}
             joined_at = time.monotonic()
             members.append(member("m3"))
-            await _until(lambda: _balanced(members, 3), 60, "four members with 3 partitions each")
+            await until(lambda: _balanced(members, 3), 60, "four members with 3 partitions each")
             settled_at = time.monotonic()
             await asyncio.sleep(1.0)
             end = time.monotonic()
