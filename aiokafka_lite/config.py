@@ -305,6 +305,12 @@ class ConsumerConfig:
     metadata_max_age_ms: int = field(default=300000, metadata=_meta(
         _Int(1, INT64_MAX), "Refresh cluster metadata at least this often; also how soon a pattern "
         "subscription sees new topics."))
+    metadata_recovery_strategy: str = field(default="rebootstrap", metadata=_meta(
+        _Choice("rebootstrap", "none"), "When no known broker answers for metadata: rebootstrap "
+        "(bootstrap_servers again, KIP-899) or none (keep trying the known brokers)."))
+    metadata_recovery_rebootstrap_trigger_ms: int = field(default=300000, metadata=_meta(
+        _Int(0, INT64_MAX), "With rebootstrap: also bootstrap again after this long without "
+        "metadata from any known broker (KIP-1102)."))
     enable_auto_commit: bool = field(default=True, metadata=_meta(
         _Bool(), "Commit the offsets of handed-out records in the background (needs group_id)."))
     auto_commit_interval_ms: int = field(default=5000, metadata=_meta(
@@ -386,6 +392,7 @@ class ConsumerConfig:
     reconnect_backoff = _Seconds("reconnect_backoff_ms")
     reconnect_backoff_max = _Seconds("reconnect_backoff_max_ms")
     metadata_max_age = _Seconds("metadata_max_age_ms")
+    metadata_recovery_rebootstrap_trigger = _Seconds("metadata_recovery_rebootstrap_trigger_ms")
     auto_commit_interval = _Seconds("auto_commit_interval_ms")
     fetch_max_wait = _Seconds("fetch_max_wait_ms")
     connections_max_idle = _Seconds("connections_max_idle_ms")
@@ -594,8 +601,7 @@ _UNSUPPORTED_PROPERTIES = frozenset({
     "security.providers", "ssl.protocol", "ssl.enabled.protocols",
     "ssl.cipher.suites", "ssl.provider", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
     "ssl.secure.random.implementation", "ssl.engine.factory.class", "sasl.jaas.config",
-    "sasl.client.callback.handler.class", "metadata.recovery.strategy",
-    "metadata.recovery.rebootstrap.trigger.ms",
+    "sasl.client.callback.handler.class",
 })
 _UNSUPPORTED_PREFIXES = ("ssl.keystore.", "ssl.truststore.", "sasl.kerberos.", "sasl.login.",
                          "sasl.oauthbearer.")

@@ -292,6 +292,7 @@ BROKER_ERRORS: dict[int, ErrorSpec] = {
     119: _e("INVALID_REGISTRATION", False),
     120: _e("TRANSACTION_ABORTABLE", False),
     128: _e("INVALID_REGULAR_EXPRESSION", False, "the broker cannot use the subscribed topic regex"),
+    129: _e("REBOOTSTRAP_REQUIRED", False, "the client's metadata is stale: bootstrap again (KIP-1102)"),
 }
 
 ERROR_CODE_BY_NAME: dict[str, int] = {spec.name: code for code, spec in BROKER_ERRORS.items()}

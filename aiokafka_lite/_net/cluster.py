@@ -32,6 +32,7 @@ from .failure_log import FailureLog
 from .metadata import BrokerInfo, MetadataCache
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
+from .recovery import REBOOTSTRAP_REQUIRED, Failure, MetadataRecovery
 
 log = logging.getLogger("aiokafka_lite.net")
 
@@ -51,6 +52,9 @@ class Cluster:
         self.options = options
         self.bootstrap_servers = [(host, int(port)) for host, port in bootstrap_servers]
         self.metadata = MetadataCache()
+        self.recovery = MetadataRecovery(options.metadata_recovery_strategy,
+                                         options.metadata_recovery_rebootstrap_trigger)
+        self._bootstrap_lock = asyncio.Lock()  # one (re)bootstrap at a time; the others wait for it
         self._pool: dict[int, Connection] = {}
         self._pool_locks: dict[int, asyncio.Lock] = {}
         self._backoffs: dict[tuple[str, int], Backoff] = {}
@@ -82,7 +86,7 @@ class Cluster:
         errors: dict[str, KafkaError] = {}
         try:
             async with asyncio.timeout(seconds):
-                await self._bootstrap_rounds(errors)
+                await self._bootstrap_once(None, errors)
         except KafkaError:
             raise
         except TimeoutError as exc:
@@ -90,6 +94,20 @@ class Cluster:
             raise KafkaTimeoutError(
                 f"could not bootstrap from {_servers(self.bootstrap_servers)} within {seconds}s ({detail})"
             ) from exc
+
+    async def _bootstrap_once(self, reason: str | None, errors: dict[str, KafkaError]) -> None:
+        """Bootstrap unless another task did while this one waited; ``reason``: this is a
+        rebootstrap (KIP-899), said once at INFO, and the known brokers are forgotten first."""
+        known_at = self.metadata.updated_at
+        async with self._bootstrap_lock:
+            if self.metadata.brokers and self.metadata.updated_at != known_at:
+                return  # fresh metadata arrived while this task waited
+            if reason is not None:
+                self.recovery.rebootstrapping()
+                log.info("rebootstrapping from %s: %s (known brokers were %s)",
+                         _servers(self.bootstrap_servers), reason, _brokers(self.metadata.brokers.values()))
+                self.metadata.forget_brokers()
+            await self._bootstrap_rounds(errors)
 
     async def _bootstrap_rounds(self, errors: dict[str, KafkaError]) -> None:
         backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
@@ -121,20 +139,44 @@ class Cluster:
 
     async def refresh_metadata(self, topics: Sequence[str] | None = None,
                                timeout: Timeout = DEFAULT) -> None:
-        """Ask one broker for metadata (None: every topic), trying others, then the bootstrap list."""
+        """Ask one broker for metadata (None: every topic), trying the others; when none answers,
+        bootstrap again or (metadata_recovery_strategy "none") go round them again after a backoff."""
         self._check_open()
         seconds = self._seconds(timeout)
         wanted = None if topics is None else list(topics)
         with map_exceptions(f"refreshing metadata for {'all topics' if wanted is None else wanted}", seconds):
             async with asyncio.timeout(seconds):
-                for node_id in self._candidate_nodes():
-                    try:
-                        await self._refresh_on(await self.connection(node_id), wanted)
-                        return
-                    except TRANSIENT as exc:
-                        self.metadata_failures.failed(f"node {node_id} failed: {exc}")
-                # No known broker answered: start over from the bootstrap list (all topics).
-                await self._bootstrap_rounds({})
+                await self._refresh_rounds(wanted)
+
+    async def _refresh_rounds(self, wanted: list[str] | None) -> None:
+        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
+        self.recovery.attempting(time.monotonic())
+        while True:
+            reason = self.recovery.reason(time.monotonic())  # the KIP-1102 trigger lapsed?
+            if reason is None and self.metadata.brokers:
+                failure = await self._refresh_from_known(wanted)
+                if failure is None:
+                    return
+                reason = self.recovery.reason(time.monotonic(), failure)
+            if reason is not None or not self.metadata.brokers:
+                await self._bootstrap_once(reason, {})  # a full refresh: every topic
+                return
+            backoff.failed(time.monotonic())
+            await asyncio.sleep(backoff.delay())
+
+    async def _refresh_from_known(self, wanted: list[str] | None) -> Failure | None:
+        """One round over the known brokers: None once one answered, else how it failed."""
+        for node_id in self._candidate_nodes():
+            try:
+                await self._refresh_on(await self.connection(node_id), wanted)
+                return None
+            except TRANSIENT as exc:
+                self.metadata_failures.failed(f"node {node_id} failed: {exc}")
+            except BrokerError as exc:
+                if exc.code != REBOOTSTRAP_REQUIRED or not self.recovery.rebootstrap_allowed:
+                    raise
+                return Failure.REQUIRED
+        return Failure.UNREACHABLE
 
     async def _refresh_on(self, conn: Connection, topics: list[str] | None) -> None:
         version = conn.version_for(METADATA)
@@ -143,6 +185,7 @@ class Cluster:
         if response["error_code"]:
             raise BrokerError(response["error_code"], f"Metadata from {conn}")
         self.metadata.update(response, topics, time.monotonic())
+        self.recovery.refreshed()
         self.metadata_failures.recovered()
 
     def metadata_age(self) -> float:
@@ -406,6 +449,10 @@ _NO_BACKOFF = Backoff(0.0, 0.0)
 
 def _servers(servers: Sequence[tuple[str, int]]) -> str:
     return ",".join(f"{h}:{p}" for h, p in servers)
+
+
+def _brokers(brokers: Iterable[BrokerInfo]) -> str:
+    return ", ".join(f"{b.node_id}@{b.host}:{b.port}" for b in brokers) or "none"
 
 
 def metadata_request(version: int, topics: Sequence[str] | None, allow_auto_create: bool = False) -> dict[str, Any]:

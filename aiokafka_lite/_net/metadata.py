@@ -63,6 +63,10 @@ class MetadataCache:
             self.topics.update(topics)
         self.updated_at = now
 
+    def forget_brokers(self) -> None:
+        """Rebootstrap (KIP-899): the brokers named so far are gone; topics stay until the next update."""
+        self.brokers = {}
+
     def age(self, now: float) -> float | None:
         return None if self.updated_at is None else now - self.updated_at
 

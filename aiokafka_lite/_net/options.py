@@ -20,6 +20,7 @@ def _package_version() -> str:
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+RECOVERY_STRATEGIES = ("rebootstrap", "none")
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 
 
@@ -35,6 +36,9 @@ class ConnectionOptions:
     reconnect_backoff_max: float = 1.0
     connections_max_idle: float | None = 540.0
     metadata_max_age: float = 300.0
+    # KIP-899/KIP-1102: "rebootstrap" (Java's default since 4.0) or "none".
+    metadata_recovery_strategy: str = "rebootstrap"
+    metadata_recovery_rebootstrap_trigger: float = 300.0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
@@ -63,6 +67,9 @@ class ConnectionOptions:
             if self.sasl_plain_username is None or self.sasl_plain_password is None:
                 raise ConfigError(f"security_protocol={self.security_protocol!r} needs "
                                   "sasl_plain_username and sasl_plain_password")
+        if self.metadata_recovery_strategy not in RECOVERY_STRATEGIES:
+            raise ConfigError(f"metadata_recovery_strategy={self.metadata_recovery_strategy!r}: expected "
+                              f"one of {', '.join(RECOVERY_STRATEGIES)}")
         if self.max_frame_bytes < 8:
             raise ConfigError(f"max_frame_bytes={self.max_frame_bytes}: must be at least 8")
 
@@ -80,11 +87,12 @@ class ConnectionOptions:
         values: dict[str, Any] = {}
         for name in ("client_id", "security_protocol", "ssl_context", "ssl_cafile", "ssl_certfile",
                      "ssl_keyfile", "ssl_password", "ssl_check_hostname", "sasl_mechanism",
-                     "sasl_plain_username", "sasl_plain_password"):
+                     "sasl_plain_username", "sasl_plain_password", "metadata_recovery_strategy"):
             if hasattr(settings, name):
                 values[name] = getattr(settings, name)
         for name in ("request_timeout", "retry_backoff", "retry_backoff_max", "reconnect_backoff",
-                     "reconnect_backoff_max", "connections_max_idle", "metadata_max_age"):
+                     "reconnect_backoff_max", "connections_max_idle", "metadata_max_age",
+                     "metadata_recovery_rebootstrap_trigger"):
             ms = getattr(settings, name + "_ms", None)
             if ms is not None:
                 values[name] = None if ms < 0 else ms / 1000.0

@@ -30,6 +30,7 @@ def snapshot(consumer_figures: dict[str, Any], subscription: SubscriptionState, 
         out["heartbeat_rtt_seconds"] = timers.last_heartbeat_rtt  # of the last successful heartbeat
     if cluster is not None:
         out["connection_failures"] = cluster.monitor.failing()  # subject -> last error, while failing
+        out["rebootstraps"] = cluster.recovery.rebootstraps  # back to bootstrap_servers (KIP-899)
     return out
 
 
