@@ -325,6 +325,9 @@ class Cluster:
                         broker = await self._lookup_coordinator(group_id)
                     except TRANSIENT as exc:
                         last = exc
+                        # The broker list may be stale: refresh it (or rebootstrap) first, as Java
+                        # awaits a metadata update after a failed lookup.
+                        await self._refresh_rounds([])
                     except BrokerError as exc:
                         if not exc.retriable:
                             raise
