@@ -91,6 +91,14 @@ _JVM_OPTS = ["-Xms256m", "-Xmx768m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialG
              "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError"]
 
 
+def _new_port(avoid: set[int]) -> int:
+    while True:
+        port = free_port()
+        if port not in avoid:
+            avoid.add(port)
+            return port
+
+
 def new_cluster_id() -> str:
     # One id in 64 would start with "-", which kafka-storage's argument parser takes for an
     # option ("argument --cluster-id/-t: expected one argument"); Kafka's own Uuid.randomUuid()
@@ -217,6 +225,18 @@ class ApacheKafkaBroker:
         """Stop (cleanly, or by SIGKILL) and start again on the same ports with the same data."""
         self.shutdown(kill=kill)
         self.start()
+
+    def relocate(self) -> None:
+        """Stop (SIGTERM) and start again with the same data on new ports: the old address goes
+        dead, as when a machine is replaced. Fixed ports (``NodeRole.ports``) and advertised
+        overrides stay; every other listener gets a port it never had."""
+        self.shutdown()
+        workdir = self._workdir()
+        old = set(self.ports.values())
+        self.ports = {name: _new_port(old) for name in self.ports if name not in self.node.ports}
+        self.ports.update(self.node.ports)
+        (workdir / "server.properties").write_text(self._server_properties())
+        self._launch()
 
     def __enter__(self) -> ApacheKafkaBroker:
         return self.start()

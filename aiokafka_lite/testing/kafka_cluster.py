@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from aiokafka_lite.structs import TopicPartition
-from aiokafka_lite.testing._process import LOCALHOST, free_port
+from aiokafka_lite.testing._process import LOCALHOST, free_port, port_open
 from aiokafka_lite.testing.apache_kafka import DEFAULT_VERSION, ApacheKafkaBroker, NodeRole, new_cluster_id
 
 BROKER_IDS = (1, 2, 3)
@@ -248,3 +248,28 @@ class KafkaCluster:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"not reached within {timeout} s: {what}")
             time.sleep(0.2)
+
+    # -- replacing every broker (KIP-899 rebootstrap tests) --------------------------------------
+
+    def replace_brokers(self, *, timeout: float = 120.0) -> dict[int, str]:
+        """Replace every broker by a new process on new ports with the same node id, cluster id and
+        data, as when all machines behind a DNS name or load balancer are swapped. All are stopped
+        (SIGTERM) before any comes back, so no client can learn the new addresses from an old
+        broker; at the end no old address answers. Returns node id -> old ``host:port``."""
+        old = {node_id: broker.bootstrap_servers for node_id, broker in self.brokers.items()}
+        for broker in self.brokers.values():
+            broker.shutdown()
+        for broker in self.brokers.values():
+            broker.relocate()
+        self.wait_for_brokers(set(BROKER_IDS), timeout=timeout)
+        for node_id in BROKER_IDS:
+            self.wait_in_sync(node_id, timeout=timeout)
+        answering = [address for address in old.values() if port_open(*_host_port(address))]
+        if answering:
+            raise RuntimeError(f"old broker addresses still answer after the replacement: {answering}")
+        return old
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)

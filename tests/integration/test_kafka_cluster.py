@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -107,16 +108,18 @@ class Member(ConsumerRebalanceListener):
 class Group:
     """Three members of one group consuming ``topic`` while a steady producer writes to it."""
 
-    def __init__(self, cluster: KafkaCluster, topic: str, group_id: str) -> None:
+    def __init__(self, cluster: KafkaCluster, topic: str, group_id: str, **settings: Any) -> None:
+        """``settings`` override the members' consumer settings below."""
         self.ledger = CommitLedger()
         self.progress: dict[int, float] = {}  # partition -> loop time of its last committed records
         self.pauses: dict[int, float] = {}  # partition -> longest time between two of its commits
         self.values: dict[bytes, set[tuple[int, int]]] = {}  # value read -> (partition, offset) it was read at
-        self.members = [Member(f"m{i}", Consumer(
-            bootstrap_servers=cluster.bootstrap_servers, group_id=group_id, auto_offset_reset="earliest",
-            enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=500,
-            request_timeout_ms=10000, fetch_max_wait_ms=200), self.ledger, self.progress, self.pauses,
-            self.values) for i in range(MEMBERS)]
+        chosen: dict[str, Any] = {
+            "bootstrap_servers": cluster.bootstrap_servers, "group_id": group_id, "auto_offset_reset": "earliest",
+            "enable_auto_commit": False, "session_timeout_ms": 10000, "heartbeat_interval_ms": 500,
+            "request_timeout_ms": 10000, "fetch_max_wait_ms": 200, **settings}
+        self.members = [Member(f"m{i}", Consumer(**chosen), self.ledger, self.progress, self.pauses,
+                               self.values) for i in range(MEMBERS)]
         self.topic, self.cluster = topic, cluster
         self._tasks: list[asyncio.Task[None]] = []
 
