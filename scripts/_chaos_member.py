@@ -33,8 +33,13 @@ from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aiokafka_lite import Consumer, ConsumerRecord, OffsetAndMetadata, TopicPartition
-from aiokafka_lite.errors import KafkaError
+# The driver may ask for a stall the moment a member starts, before run() installs its handler:
+# SIGUSR1's default action would kill the member (a soak failed so: "member 1 exited with -10").
+_EARLY_STALL = threading.Event()
+signal.signal(signal.SIGUSR1, lambda _signum, _frame: _EARLY_STALL.set())
+
+from aiokafka_lite import Consumer, ConsumerRecord, OffsetAndMetadata, TopicPartition  # noqa: E402
+from aiokafka_lite.errors import KafkaError  # noqa: E402
 
 POLL_TIMEOUT = 0.5
 COMMIT_TIMEOUT = 10.0
@@ -94,6 +99,8 @@ async def run(spec: dict[str, Any], log: IO[str]) -> None:
     stall_requested, stop_requested = asyncio.Event(), asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, stall_requested.set)
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop_requested.set)
+    if _EARLY_STALL.is_set():
+        stall_requested.set()
     pace = Pace(spec["pace"])
     max_poll_records = int(spec["settings"].get("max_poll_records", 500))
     async with Consumer(spec["topic"], bootstrap_servers=spec["bootstrap"], group_id=spec["group"],
