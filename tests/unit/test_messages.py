@@ -61,6 +61,7 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     17: ("SaslHandshake", 0, 1, None),
     18: ("ApiVersions", 0, 4, 3),
     19: ("CreateTopics", 2, 7, 5),
+    23: ("OffsetForLeaderEpoch", 2, 4, 4),
     36: ("SaslAuthenticate", 0, 2, 2),
     68: ("ConsumerGroupHeartbeat", 0, 1, 0),
     69: ("ConsumerGroupDescribe", 0, 1, 0),
