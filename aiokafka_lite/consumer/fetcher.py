@@ -211,7 +211,8 @@ class Fetcher:
         for tp in self._subscription.fetchable():
             if tp in busy or self._partition_backoff.get(tp, 0.0) > now:
                 continue
-            check = self._epoch_check(tp, assignment[tp])
+            leader_epoch = self._cluster.leader_epoch_for(tp)  # once: both the check and the fetch need it
+            check = self._epoch_check(tp, assignment[tp], leader_epoch)
             if check is not None:
                 leader = self._cluster.leader_for(tp)
                 if leader is not None and leader >= 0 and tp not in self._completed:
@@ -223,16 +224,15 @@ class Fetcher:
                 continue
             if node_id in self._in_flight or self._node_backoff.get(node_id, 0.0) > now:
                 continue
-            target = self._fetch_target(tp, assignment[tp])
+            target = self._fetch_target(tp, assignment[tp], -1 if leader_epoch is None else leader_epoch)
             if target is not None:
                 plans.setdefault(node_id, {})[tp] = target
         return plans
 
-    def _fetch_target(self, tp: TopicPartition, state: PartitionState) -> FetchTarget | None:
+    def _fetch_target(self, tp: TopicPartition, state: PartitionState, current: int) -> FetchTarget | None:
         """Where the next fetch of ``tp`` starts: its position, or the end of the data still being
-        handed out (None: wait, that data ends in an error, a seek made it stale, or it is empty)."""
-        leader_epoch = self._cluster.leader_epoch_for(tp)
-        current = -1 if leader_epoch is None else leader_epoch
+        handed out (None: wait, that data ends in an error, a seek made it stale, or it is empty).
+        ``current``: the leader epoch in our metadata (-1: unknown)."""
         cf = self._completed.get(tp)
         if cf is None:
             if state.position is None:
@@ -242,10 +242,10 @@ class Fetcher:
             return None
         return FetchTarget(cf.data_end, current, cf.data_end_epoch)
 
-    def _epoch_check(self, tp: TopicPartition, state: PartitionState) -> FetchTarget | None:
-        """The position to check before fetching ``tp`` again, if its leader changed since the last
-        check and Fetch cannot see a diverged log on that broker (None: fetch on)."""
-        current = self._cluster.leader_epoch_for(tp)
+    def _epoch_check(self, tp: TopicPartition, state: PartitionState, current: int | None) -> FetchTarget | None:
+        """The position to check before fetching ``tp`` again, if its leader (epoch ``current`` in
+        our metadata) changed since the last check and Fetch cannot see a diverged log on that
+        broker (None: fetch on)."""
         if state.position is None or state.leader_epoch is None or current is None or current < 0:
             return None
         epochs = (current, state.leader_epoch)

@@ -59,11 +59,8 @@ def sent(cluster: FakeCluster) -> list[tuple[int, int, int]]:
 
 
 async def test_fetches_carry_the_metadata_leader_epoch_and_the_last_consumed_records_epoch() -> None:
-    cluster = FakeCluster({T0: 1})
+    cluster = broker_answering(partition(0, batch_at_epoch(0, 3, 5) + batch_at_epoch(3, 2, 6)))
     cluster.leader_epochs[T0] = 7
-    script = ScriptedFetches()
-    script.add(T0, partition(0, batch_at_epoch(0, 3, 5) + batch_at_epoch(3, 2, 6)))
-    cluster.handlers[FETCH.key] = script
     sub = assigned(T0)
     fetcher = make_fetcher(cluster, sub)
     try:
