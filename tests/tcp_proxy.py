@@ -11,6 +11,8 @@ one upstream address, and on request breaks the path the ways real networks do.
     proxy.heal()                        # forward normally again (silenced connections stay dead)
     await proxy.stop()
 
+``silent_server()`` is a listener that accepts connections and never answers (a hung broker).
+
 Faults are counted in ``proxy.faults`` (kind -> times applied).
 """
 
@@ -21,6 +23,7 @@ import collections
 import contextlib
 import socket
 import struct
+from collections.abc import AsyncIterator
 
 CHUNK = 65536
 
@@ -178,3 +181,25 @@ class TcpProxy:
                     writer.write(garbage)
                 writer.write(data)
                 await writer.drain()
+
+
+@contextlib.asynccontextmanager
+async def silent_server(accepted: list[asyncio.StreamReader] | None = None) -> AsyncIterator[str]:
+    """A loopback listener that accepts connections and never answers. `accepted`, if given,
+    gets each connection's reader (a test can see whether the client closed it)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        if accepted is not None:
+            accepted.append(reader)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()

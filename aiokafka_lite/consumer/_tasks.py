@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable
 
 
 async def cancel_and_await(tasks: Iterable[asyncio.Task[None]]) -> None:
-    """Cancel every task, then await each. Only the tasks' own cancellation is suppressed: awaiting
-    a task we cancelled re-raises its CancelledError; a cancellation of the caller still propagates."""
+    """Cancel every task, then wait for each to end. The tasks' own ends (their cancellation,
+    an error) are not raised here; a cancellation of the caller is: asyncio.wait() lets it
+    through, where awaiting a cancelled task under suppress(CancelledError) swallowed it."""
     owned = list(tasks)
     for task in owned:
         task.cancel()
+    running = [task for task in owned if not task.done()]
+    if running:
+        await asyncio.wait(running)
     for task in owned:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if not task.cancelled():
+            task.exception()  # retrieved: the error of a task being stopped has no taker now

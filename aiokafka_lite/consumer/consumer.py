@@ -11,6 +11,7 @@ import logging
 import re
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -30,7 +31,7 @@ from ..errors import (
 )
 from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from ._bounded import DEFAULT, Timeout, bounded, resolve_timeout
+from ._bounded import DEFAULT, Timeout, bounded, closed_not_cancelled, resolve_timeout
 from .closing import close_gracefully
 from .commit_order import CommitQueue
 from .fetcher import Fetcher
@@ -42,6 +43,7 @@ from .offsets import OffsetLookup
 from .poll_steps import PollPresence, PollSteps, Start
 from .polling import poll_once, update_positions
 from .stall import StallMonitor
+from .start_attempt import StartAttempt
 from .subscription import ResetStrategy, SubscriptionState, SubscriptionType
 from .wiring import make_cluster, make_fetcher, make_member, make_offset_lookup
 
@@ -86,7 +88,8 @@ class Consumer:
         # clocks read time.monotonic() in both modes (the thread cannot read the loop's clock).
         self._timers_lock = threading.Lock()
         self._stall = StallMonitor(config.session_timeout, config.stall_warning_ratio, config.heartbeat_mode)
-        self._start_task: asyncio.Task[None] | None = None
+        self._start_attempt: StartAttempt | None = None
+        self._forcing_close = False  # the forced part of close() has begun: nothing is retried
         self._started = False
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
@@ -96,6 +99,13 @@ class Consumer:
         topic_list = list(topics)
         if topic_list:
             self.subscribe(topic_list)
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # As asyncio does for an unclosed transport: a consumer that tried to connect and was
+        # dropped without close() says so once.
+        if getattr(self, "_start_attempt", None) is not None and not self._closed:
+            _warn(f"unclosed Consumer (group {self.config.group_id!r}): call close() or use 'async with'",
+                  ResourceWarning, source=self)
 
     # ------------------------------------------------------------ life cycle
 
@@ -116,18 +126,17 @@ class Consumer:
         timeout goes on as a task the consumer owns; the next call waits for it, close() cancels it."""
         self._check_open()
         await bounded(self._ensure_started(), resolve_timeout(timeout, self.config),
-                      "connecting to the bootstrap servers")
+                      "connecting to the bootstrap servers", self._is_closed)
 
     async def _ensure_started(self) -> None:
         if self._started:
             return
-        task = self._start_task
-        if task is None or task.done():
-            if task is not None and not task.cancelled():
-                task.exception()  # a failed attempt: retrieved here, and tried again below
-            task = self._start_task = asyncio.create_task(self._start_once(), name="aiokafka-lite start")
-        # Shielded: a caller whose deadline lapses stops waiting; the attempt goes on for the next.
-        await asyncio.shield(task)
+        attempt = self._start_attempt
+        if attempt is None or attempt.task.done():
+            if attempt is not None:
+                attempt.retrieve()  # a failed attempt: tried again below
+            attempt = self._start_attempt = StartAttempt(self._start_once, self.config.default_api_timeout)
+        await attempt.wait()
 
     async def _start_once(self) -> None:
         cluster = make_cluster(self.config)
@@ -148,20 +157,29 @@ class Consumer:
         """Commit (if auto-commit), revoke, LeaveGroup within the timeout, then close by force.
         `timeout=None` bounds the graceful part by request_timeout_ms, as Java does for an
         unbounded close. Idempotent: a second call waits for the first, but no longer than its
-        own timeout; then it cuts the graceful part short and waits only for the forced part."""
+        own timeout; then it cuts the graceful part short and waits only for the forced part.
+        Cancelled, it cuts the graceful part short too, waits for the forced part (nothing the
+        consumer owns is left running) and then re-raises the CancelledError."""
         if self._close_task is None:
             self._closed = True
             graceful_limit = self.config.request_timeout if timeout is None else timeout
             self._graceful_close = asyncio.create_task(close_gracefully(self._parts, graceful_limit),
                                                        name="aiokafka-lite close (graceful)")
             self._close_task = asyncio.create_task(self._close(self._graceful_close), name="aiokafka-lite close")
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await asyncio.shield(self._close_task)
-                return
-        if self._graceful_close is not None:
-            self._graceful_close.cancel()
-        await asyncio.shield(self._close_task)
+        close_task, graceful = self._close_task, self._graceful_close
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(close_task)
+                    return
+        except asyncio.CancelledError:
+            if graceful is not None:
+                graceful.cancel()
+            await asyncio.wait({close_task})  # a second cancellation of ours ends this wait too
+            raise
+        if graceful is not None:
+            graceful.cancel()
+        await asyncio.shield(close_task)
 
     async def _close(self, graceful: asyncio.Task[None]) -> None:
         try:
@@ -177,6 +195,9 @@ class Consumer:
             raise IllegalStateError("the consumer is not started")
         return self._cluster
 
+    def _is_closed(self) -> bool:
+        return self._closed
+
     def _check_open(self) -> None:
         # The listener that close() calls may still use the consumer (commit, position...), as
         # in Java; calls from anywhere else find it closed.
@@ -185,7 +206,9 @@ class Consumer:
 
     async def _close_by_force(self) -> None:
         """Cancel and await every task the consumer owns, close every connection."""
-        await _cancel(self._start_task)
+        self._forcing_close = True
+        if self._start_attempt is not None:
+            await _cancel(self._start_attempt.task)
         await self._poll_steps.cancel()
         for commit in self._commits.pending():
             await _cancel(commit)
@@ -215,7 +238,7 @@ class Consumer:
         async def ready_then_work() -> T:
             await self._ready()
             return await work()
-        return await bounded(ready_then_work(), limit, what)
+        return await bounded(ready_then_work(), limit, what, self._is_closed)
 
     # ------------------------------------------------------------ subscription
 
@@ -280,9 +303,10 @@ class Consumer:
         self._stamp_poll()
         self._polls += 1
         try:
-            async with asyncio.timeout(timeout):
-                await self._ready()  # connecting counts against this poll's timeout too
-                return await poll_once(self._parts, limit)
+            with closed_not_cancelled(self._is_closed, "poll()"):
+                async with asyncio.timeout(timeout):
+                    await self._ready()  # connecting counts against this poll's timeout too
+                    return await poll_once(self._parts, limit)
         except TimeoutError:
             return ConsumerRecords()
         finally:
@@ -339,20 +363,22 @@ class Consumer:
         to_commit = self._offsets_to_commit(offsets)
         # The deadline covers connecting and the wait for earlier commits; on lapse the queued
         # commit is cancelled.
-        await bounded(self.submit_commit(to_commit), limit, "commit")
+        await bounded(self.submit_commit(to_commit), limit, "commit", self._is_closed)
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseException | None], Any]
                      | None = None) -> asyncio.Future[None]:
-        """Start a commit; the future (and the callback, if any) get its outcome."""
+        """Start a commit; the future (and the callback, if any) get its outcome. A commit that
+        did not complete is never reported as a success: the callback gets the error
+        (ConsumerClosedError when close() stopped it), and cancelling the future cancels the commit."""
         self._check_open()
         self._check_group_id("commit_async()")
         to_commit = self._offsets_to_commit(offsets)
-        fut = self.submit_commit(to_commit, self.config.default_api_timeout)
-        fut.add_done_callback(_retrieve_outcome)
+        outcome = _outcome_of(self.submit_commit(to_commit, self.config.default_api_timeout))
+        outcome.add_done_callback(_retrieve_outcome)
         if callback is not None:
-            fut.add_done_callback(lambda f: callback(to_commit, None if f.cancelled() else f.exception()))
-        return fut
+            outcome.add_done_callback(lambda f: callback(to_commit, _commit_error(f)))
+        return outcome
 
     def submit_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                       limit: float | None = None) -> asyncio.Task[None]:
@@ -406,6 +432,8 @@ class Consumer:
             try:
                 return await call()
             except (KafkaConnectionError, KafkaTimeoutError) as exc:  # one request's; `bounded` ends the call
+                if self._forcing_close:
+                    raise ConsumerClosedError("the consumer was closed") from exc
                 # The connection's own failure log has said it; here only the retry.
                 backoff.failed(time.monotonic())
                 log.debug("retrying after a connection error: %s", exc)
@@ -563,6 +591,38 @@ def _retrieve_outcome(fut: asyncio.Future[None]) -> None:
     """A background commit's error goes to its future and callback; logged here for people."""
     if not fut.cancelled() and fut.exception() is not None:
         log.info("commit_async failed: %s", fut.exception())
+
+
+def _outcome_of(commit: asyncio.Task[None]) -> asyncio.Future[None]:
+    """The future commit_async() hands out. close() cancels the commit task; the caller's future
+    then fails with ConsumerClosedError rather than being cancelled itself (a CancelledError
+    would reach a task that was not cancelled). Cancelling the future cancels the commit."""
+    outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def commit_done(task: asyncio.Task[None]) -> None:
+        if outcome.done():
+            return
+        if task.cancelled():
+            outcome.set_exception(ConsumerClosedError("the consumer was closed before the commit completed"))
+        elif task.exception() is not None:
+            outcome.set_exception(task.exception())  # type: ignore[arg-type]
+        else:
+            outcome.set_result(None)
+
+    def outcome_done(fut: asyncio.Future[None]) -> None:
+        if fut.cancelled():
+            commit.cancel()
+
+    commit.add_done_callback(commit_done)
+    outcome.add_done_callback(outcome_done)
+    return outcome
+
+
+def _commit_error(outcome: asyncio.Future[None]) -> BaseException | None:
+    """What a commit_async callback is told: None only for a commit that completed."""
+    if outcome.cancelled():
+        return KafkaError("the commit was cancelled before it completed")
+    return outcome.exception()
 
 
 def _partitions_arg(tps: Iterable[TopicPartition], what: str) -> list[TopicPartition]:

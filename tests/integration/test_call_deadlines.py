@@ -33,6 +33,7 @@ from aiokafka_lite.errors import ConsumerClosedError, KafkaError, KafkaTimeoutEr
 from aiokafka_lite.testing.helpers import create_topic
 from aiokafka_lite.testing.mock_cluster import ApiKey
 
+from ..tcp_proxy import silent_server
 from ._consumers import Poller, poll_until
 from ._protocols import GroupProtocol
 
@@ -67,25 +68,6 @@ def base_settings(bootstrap: str, group: str, protocol: GroupProtocol) -> dict[s
         bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
         session_timeout_ms=6000, heartbeat_interval_ms=300, request_timeout_ms=5000, retry_backoff_ms=50,
         reconnect_backoff_max_ms=300))
-
-
-@contextlib.asynccontextmanager
-async def silent_server() -> AsyncIterator[str]:
-    """A loopback listener that accepts connections and never answers."""
-    held: list[asyncio.StreamWriter] = []
-
-    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        for writer in held:
-            writer.close()
-        server.close()
-        await server.wait_closed()
 
 
 class SlowRevoke(ConsumerRebalanceListener):
