@@ -22,7 +22,9 @@ construction catches a value other than the default.
 
 from __future__ import annotations
 
+import contextvars
 import difflib
+import logging
 import re
 import ssl
 from collections.abc import Callable, Iterable, Mapping
@@ -35,6 +37,7 @@ __all__ = ["KNOWN_ASSIGNORS", "SETTINGS_TABLE", "ConsumerConfig", "Deserializer"
            "settings_table"]
 
 Deserializer = Callable[[bytes | None], Any]
+log = logging.getLogger("aiokafka_lite.config")
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -58,12 +61,24 @@ _GROUP_INSTANCE_ID = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Java's rule for sta
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
+# Inside from_properties: {field name: the dotted name the caller wrote}. Errors name a setting as
+# the caller spelled it: "retry_backoff_ms" through keyword arguments, "retry.backoff.ms" here.
+_SPELLING: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "aiokafka_lite_setting_spelling", default=None)
+
+
+def _n(name: str) -> str:
+    """A setting's name as the caller writes it (the Java dotted name inside from_properties)."""
+    given = _SPELLING.get()
+    return name if given is None else given.get(name, name.replace("_", "."))
+
+
 def _shown(name: str, value: object) -> str:
     return _MASK if name in SECRET_SETTINGS else repr(value)
 
 
 def _invalid(name: str, value: object, allowed: str) -> ConfigError:
-    return ConfigError(f"invalid {name}={_shown(name, value)}: expected {allowed}")
+    return ConfigError(f"invalid {_n(name)}={_shown(name, value)}: expected {allowed}")
 
 
 # --- per-setting checks: check() validates/normalises a value, parse() reads property-file text ---
@@ -293,9 +308,10 @@ class ConsumerConfig:
     default_api_timeout_ms: int = field(default=60000, metadata=_meta(
         _Int(1), "Timeout of awaitable methods (commit, committed, position...) when none is given."))
     retry_backoff_ms: int = field(default=100, metadata=_meta(
-        _Int(0, INT64_MAX), "First wait before retrying a failed request."))
+        _Int(0, INT64_MAX), "First wait before retrying a failed request; 0 retries at once."))
     retry_backoff_max_ms: int = field(default=1000, metadata=_meta(
-        _Int(0, INT64_MAX), "Cap of the exponential retry backoff (KIP-580)."))
+        _Int(0, INT64_MAX), "Cap of the exponential retry backoff (KIP-580); below retry_backoff_ms, "
+        "a static backoff of this much (as Java)."))
     reconnect_backoff_ms: int = field(default=50, metadata=_meta(
         _Int(0, INT64_MAX), "First wait before reconnecting to a broker."))
     reconnect_backoff_max_ms: int = field(default=1000, metadata=_meta(
@@ -410,49 +426,52 @@ class ConsumerConfig:
     def _check_timeouts(self) -> None:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(
-                f"invalid heartbeat_interval_ms={self.heartbeat_interval_ms}: it must be lower than "
-                f"session_timeout_ms={self.session_timeout_ms} (Kafka requires it), and at most a "
-                "third of it so that one late heartbeat does not end the session")
+                f"invalid {_n('heartbeat_interval_ms')}={self.heartbeat_interval_ms}: it must be lower "
+                f"than {_n('session_timeout_ms')}={self.session_timeout_ms} (Kafka requires it), and at "
+                "most a third of it so that one late heartbeat does not end the session")
         if self.fetch_max_wait_ms >= self.request_timeout_ms:
             raise ConfigError(
-                f"invalid fetch_max_wait_ms={self.fetch_max_wait_ms}: it must be lower than "
-                f"request_timeout_ms={self.request_timeout_ms}, or a fetch with no new data would "
-                "time out instead of coming back empty")
+                f"invalid {_n('fetch_max_wait_ms')}={self.fetch_max_wait_ms}: it must be lower than "
+                f"{_n('request_timeout_ms')}={self.request_timeout_ms}, or a fetch with no new data "
+                "would time out instead of coming back empty")
         for base, cap in (("retry_backoff_ms", "retry_backoff_max_ms"),
                           ("reconnect_backoff_ms", "reconnect_backoff_max_ms")):
             if getattr(self, base) > getattr(self, cap):
-                raise ConfigError(f"invalid {base}={getattr(self, base)}: it must not exceed "
-                                  f"{cap}={getattr(self, cap)}")
+                # As Java (CommonClientConfigs.warnDisablingExponentialBackoff): allowed, and the
+                # cap becomes a static backoff.
+                log.warning("%s=%d is greater than %s=%d: a static backoff of %d ms will be applied",
+                            _n(base), getattr(self, base), _n(cap), getattr(self, cap), getattr(self, cap))
 
     def _check_group(self) -> None:
         if self.group_instance_id is not None and self.group_id is None:
-            raise ConfigError(f"invalid group_instance_id={self.group_instance_id!r}: static "
-                              "membership needs a group; set group_id too")
+            raise ConfigError(f"invalid {_n('group_instance_id')}={self.group_instance_id!r}: static "
+                              f"membership needs a group; set {_n('group_id')} too")
         if self.group_protocol == "consumer":
             # Direct construction: a value other than the default was surely set by the caller.
             _refuse_broker_owned(n for n in BROKER_OWNED_SETTINGS
                                  if getattr(self, n) != _SETTING_DEFAULTS[n])
         elif self.group_remote_assignor is not None:
-            raise ConfigError(f"invalid group_remote_assignor={self.group_remote_assignor!r}: it "
-                              "applies to group_protocol='consumer' only (now 'classic'); use "
-                              "partition_assignment_strategy with the classic protocol")
+            raise ConfigError(f"invalid {_n('group_remote_assignor')}={self.group_remote_assignor!r}: "
+                              f"it applies to {_n('group_protocol')}='consumer' only (now 'classic'); "
+                              f"use {_n('partition_assignment_strategy')} with the classic protocol")
 
     def _check_security(self) -> None:
         if self.security_protocol.startswith("SASL_"):
             for name in ("sasl_plain_username", "sasl_plain_password"):
                 if not getattr(self, name):
-                    raise ConfigError(f"missing {name}: security_protocol={self.security_protocol!r} "
-                                      f"with sasl_mechanism={self.sasl_mechanism!r} needs "
-                                      "sasl_plain_username and sasl_plain_password")
+                    raise ConfigError(f"missing {_n(name)}: {_n('security_protocol')}="
+                                      f"{self.security_protocol!r} with {_n('sasl_mechanism')}="
+                                      f"{self.sasl_mechanism!r} needs {_n('sasl_plain_username')} and "
+                                      f"{_n('sasl_plain_password')}")
         if self.ssl_context is not None:
             for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password"):
                 if getattr(self, name) is not None:
-                    raise ConfigError(f"conflicting {name}: it would be ignored because ssl_context "
-                                      "is set; configure the context instead")
+                    raise ConfigError(f"conflicting {_n(name)}: it would be ignored because "
+                                      f"{_n('ssl_context')} is set; configure the context instead")
         for name in ("ssl_keyfile", "ssl_password"):
             if getattr(self, name) is not None and self.ssl_certfile is None:
-                raise ConfigError(f"missing ssl_certfile: {name} is set but belongs to a client "
-                                  "certificate, which ssl_certfile names")
+                raise ConfigError(f"missing {_n('ssl_certfile')}: {_n(name)} is set but belongs to a "
+                                  f"client certificate, which {_n('ssl_certfile')} names")
 
     def __repr__(self) -> str:
         shown = (f"{s.name}={self._shown_value(s.name)}" for s in fields(self))
@@ -477,8 +496,9 @@ class ConsumerConfig:
         _raise_unset_backoff_caps(settings)
         config = cls(**settings)
         if settings.get("enable_auto_commit") is True and config.group_id is None:
-            raise ConfigError("invalid enable_auto_commit=True: commits need a group, and group_id "
-                              "is None; set group_id or leave enable_auto_commit unset/False")
+            auto, group = _n("enable_auto_commit"), _n("group_id")
+            raise ConfigError(f"invalid {auto}=True: commits need a group, and {group} is None; "
+                              f"set {group} or leave {auto} unset/False")
         return config
 
     @classmethod
@@ -487,15 +507,19 @@ class ConsumerConfig:
 
         Exact field names are accepted too, for values with no dotted form (``ssl_context``).
         """
-        settings: dict[str, Any] = {}
-        for key, value in properties.items():
-            name, value = _translate_property(key, value)
-            if name is None:
-                continue
-            if name in settings:
-                raise ConfigError(f"setting {name} given twice (last as {key!r})")
-            settings[name] = value
-        return cls.from_kwargs(**settings)
+        spelling: dict[str, str] = {}
+        token = _SPELLING.set(spelling)
+        try:
+            settings: dict[str, Any] = {}
+            for key, value in properties.items():
+                name = _property_field(key)
+                if name in settings:
+                    raise ConfigError(f"setting {spelling[name]!r} given twice (again as {key!r})")
+                spelling[name] = key
+                settings[name] = _property_value(name, key, value)
+            return cls.from_kwargs(**settings)
+        finally:
+            _SPELLING.reset(token)
 
     # --- derived values ---
 
@@ -552,10 +576,11 @@ BROKER_OWNED_SETTINGS: dict[str, str] = {
 def _refuse_broker_owned(names: Iterable[str]) -> None:
     given = sorted(names)
     if given:
+        protocol = _n("group_protocol")
         raise ConfigError(
-            f"invalid {', '.join(given)} with group_protocol='consumer': under KIP-848 the broker "
-            "owns " + "; ".join(f"{n} (broker setting {BROKER_OWNED_SETTINGS[n]})" for n in given)
-            + ". Remove the setting, or use group_protocol='classic'")
+            f"invalid {', '.join(map(_n, given))} with {protocol}='consumer': under KIP-848 the broker "
+            "owns " + "; ".join(f"{_n(n)} (broker setting {BROKER_OWNED_SETTINGS[n]})" for n in given)
+            + f". Remove the setting, or use {protocol}='classic'")
 
 
 def _raise_unset_backoff_caps(settings: dict[str, Any]) -> None:
@@ -607,20 +632,27 @@ _UNSUPPORTED_PREFIXES = ("ssl.keystore.", "ssl.truststore.", "sasl.kerberos.", "
                          "sasl.oauthbearer.")
 
 
-def _translate_property(key: str, value: Any) -> tuple[str | None, Any]:
-    """(field name, value) for one dotted property; field name None means "accepted, no effect"."""
+def _property_field(key: str) -> str:
+    """The field a dotted property sets; unknown or unsupported ones raise."""
     if key == _HOSTNAME_CHECK_PROPERTY:
-        return "ssl_check_hostname", _hostname_check(value)
+        return "ssl_check_hostname"
     if key in _UNSUPPORTED_PROPERTIES or key.startswith(_UNSUPPORTED_PREFIXES):
         raise ConfigError(f"unsupported setting {key!r}: a Java consumer setting aiokafka-lite does "
                           "not support")
     name = _PROPERTY_NAMES.get(key) or (key if key in _FIELD_NAMES else None)
     if name is None:
         raise _unknown(key, _PROPERTY_NAMES, "property")
+    return name
+
+
+def _property_value(name: str, key: str, value: Any) -> Any:
+    """A property's value for its field (property-file text converted)."""
+    if key == _HOSTNAME_CHECK_PROPERTY:
+        return _hostname_check(value)
     if isinstance(value, str):
         check: _Check = _FIELD_CHECKS[name]
-        value = check.parse(name, value)
-    return name, value
+        return check.parse(name, value)
+    return value
 
 
 def _hostname_check(value: Any) -> bool:

@@ -1,4 +1,10 @@
-"""KIP-266 in one place: resolve an API call's timeout and bound the call by it."""
+"""KIP-266 in one place: resolve an API call's timeout and bound the call by it.
+
+A timeout is seconds: an int or a float >= 0. NaN, a negative number, a bool or anything else
+raises :class:`InvalidArgumentError` at once, before any I/O. ``math.inf``, or any value above
+:data:`MAX_TIMEOUT` (Java's longest, ``Long.MAX_VALUE`` ms: about 292 million years), means no
+limit, exactly as ``None`` does where ``None`` is allowed; so no deadline ever overflows.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,12 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
-from ..config import ConsumerConfig
+from ..config import INT64_MAX, ConsumerConfig
 from ..errors import ConsumerClosedError, InvalidArgumentError, KafkaTimeoutError
 
 T = TypeVar("T")
+
+MAX_TIMEOUT = INT64_MAX / 1000  # seconds; above it, a timeout means no limit
 
 
 class _Default:
@@ -22,15 +30,23 @@ DEFAULT: Any = _Default()
 Timeout = float | None | Any
 
 
+def check_timeout(timeout: object, *, none_ok: bool = True, what: str = "timeout") -> float | None:
+    """A caller's timeout in seconds, validated: None (no limit, where ``none_ok``) or a number
+    >= 0; ``math.inf`` or anything above MAX_TIMEOUT becomes None. Anything else, NaN included,
+    raises InvalidArgumentError."""
+    if timeout is None and none_ok:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:  # NaN too
+        allowed = "a number of seconds >= 0" + (" or None" if none_ok else "")
+        raise InvalidArgumentError(f"{what} must be {allowed}, got {timeout!r}")
+    return None if timeout > MAX_TIMEOUT else float(timeout)
+
+
 def resolve_timeout(timeout: Timeout, config: ConsumerConfig) -> float | None:
     """Omitted -> default_api_timeout_ms; a number -> seconds; None -> no limit (explicit opt-in)."""
     if timeout is DEFAULT:
         return config.default_api_timeout
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
-        raise InvalidArgumentError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
-    return float(timeout)
+    return check_timeout(timeout)
 
 
 async def bounded(awaitable: Awaitable[T], timeout: float | None, what: str,

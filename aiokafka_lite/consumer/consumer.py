@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from ._bounded import DEFAULT, Timeout, bounded, closed_not_cancelled, resolve_timeout
+from ._bounded import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from .closing import close_gracefully
 from .commit_order import CommitQueue
 from .fetcher import Fetcher
@@ -125,8 +125,8 @@ class Consumer:
         every other call, within that call's own timeout. An attempt that outlasts its caller's
         timeout goes on as a task the consumer owns; the next call waits for it, close() cancels it."""
         self._check_open()
-        await bounded(self._ensure_started(), resolve_timeout(timeout, self.config),
-                      "connecting to the bootstrap servers", self._is_closed)
+        limit = resolve_timeout(timeout, self.config)
+        await bounded(self._ensure_started(), limit, "connecting to the bootstrap servers", self._is_closed)
 
     async def _ensure_started(self) -> None:
         if self._started:
@@ -160,6 +160,7 @@ class Consumer:
         own timeout; then it cuts the graceful part short and waits only for the forced part.
         Cancelled, it cuts the graceful part short too, waits for the forced part (nothing the
         consumer owns is left running) and then re-raises the CancelledError."""
+        timeout = check_timeout(timeout)  # NaN or negative: refused before anything closes
         if self._close_task is None:
             self._closed = True
             graceful_limit = self.config.request_timeout if timeout is None else timeout
@@ -292,8 +293,7 @@ class Consumer:
         """Records fetched so far, waiting up to `timeout` seconds for some. Empty on timeout,
         even while the group rebalances or the coordinator is unknown; never raises a timeout."""
         self._check_open()
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
-            raise InvalidArgumentError(f"poll timeout must be a number of seconds >= 0, got {timeout!r}")
+        limit_s = check_timeout(timeout, none_ok=False, what="poll timeout")
         limit = self.config.max_poll_records if max_records is None else max_records
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgumentError(f"max_records must be an int >= 1, got {max_records!r}")
@@ -304,7 +304,7 @@ class Consumer:
         self._polls += 1
         try:
             with closed_not_cancelled(self._is_closed, "poll()"):
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(limit_s):
                     await self._ready()  # connecting counts against this poll's timeout too
                     return await poll_once(self._parts, limit)
         except TimeoutError:
@@ -319,6 +319,7 @@ class Consumer:
         and timeouts behave as for poll(). Keys and values are raw bytes, so a consumer with
         deserializers refuses (InvalidArgumentError); without the native extension it needs pyarrow
         (ArrowUnavailableError, raised before anything is consumed)."""
+        check_timeout(timeout, none_ok=False, what="poll timeout")
         if self.config.key_deserializer is not None or self.config.value_deserializer is not None:
             raise InvalidArgumentError("poll_arrow() hands out raw bytes: use poll() with key_deserializer "
                                        "or value_deserializer, or leave them unset")

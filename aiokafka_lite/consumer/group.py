@@ -215,7 +215,9 @@ class GroupCoordinator:
             raise _Retry(f"{what}: generation moved on", backs_off=False)
         if code == INVALID_SESSION_TIMEOUT:
             raise ConfigError(
-                f"the broker rejected session_timeout_ms={self.config.session_timeout_ms}: it must lie "
+                # Found at run time, when how the setting was spelled is gone: both names.
+                f"the broker rejected session_timeout_ms (session.timeout.ms)={self.config.session_timeout_ms}: "
+                "it must lie "
                 "within the broker's group.min.session.timeout.ms and group.max.session.timeout.ms "
                 "(Kafka's defaults: 6000 to 1800000)"
             )

@@ -54,12 +54,14 @@ class LivenessTimers:
         _require_positive("session_timeout", session_timeout)
         _require_positive("heartbeat_interval", heartbeat_interval)
         _require_positive("max_poll_interval", max_poll_interval)
-        _require_positive("retry_backoff", retry_backoff)
+        if not 0 <= retry_backoff < INFINITY:  # 0: retry at once (retry_backoff_ms=0, as Java allows)
+            raise ConfigError(f"LivenessTimers: retry_backoff must be a finite number of seconds >= 0, "
+                              f"got {retry_backoff!r}")
         if heartbeat_interval >= session_timeout:
             # The coordinator would evict the member between two heartbeats.
             raise ConfigError(
-                f"heartbeat_interval ({heartbeat_interval} s) must be lower than session_timeout "
-                f"({session_timeout} s); Kafka recommends at most a third of it")
+                f"LivenessTimers: heartbeat_interval ({heartbeat_interval} s) must be lower than "
+                f"session_timeout ({session_timeout} s); Kafka recommends at most a third of it")
         self.session_timeout = session_timeout
         self.heartbeat_interval = heartbeat_interval
         self.max_poll_interval = max_poll_interval
@@ -201,4 +203,5 @@ class LivenessTimers:
 
 def _require_positive(name: str, value: float) -> None:
     if not value > 0 or math.isinf(value):
-        raise ConfigError(f"{name} must be a positive finite number of seconds, got {value!r}")
+        # ConsumerConfig lets no such value through: reaching this is a bug, named as the argument.
+        raise ConfigError(f"LivenessTimers: {name} must be a positive finite number of seconds, got {value!r}")

@@ -456,6 +456,25 @@ def test_backoff_doubles_to_the_maximum_with_jitter() -> None:
     assert backoff.wait_time(100.0) == 0.0
 
 
+def test_backoff_of_zero_never_waits() -> None:
+    backoff = Backoff(0.0, 1.0)  # retry_backoff_ms=0: retries come at once, as asked
+    for _ in range(70):
+        backoff.failed(100.0)
+        assert backoff.delay() == 0.0
+        assert backoff.wait_time(100.0) == 0.0
+
+
+@pytest.mark.parametrize(("base", "cap"), [(2.0, 0.5), (0.5, 0.5), (5.0, 0.0)])
+def test_backoff_at_or_above_its_cap_is_the_cap_every_time(base: float, cap: float) -> None:
+    """As Java's ExponentialBackoff: retry.backoff.ms > retry.backoff.max.ms is a static backoff
+    of retry.backoff.max.ms, without growth or jitter."""
+    backoff = Backoff(base, cap)
+    for _ in range(5):
+        backoff.failed(100.0)
+        assert backoff.delay() == cap
+        assert backoff.wait_time(100.0) == cap
+
+
 # ---------------------------------------------------------------------------- SASL
 
 def test_scram_sha256_matches_rfc7677() -> None:

@@ -29,14 +29,29 @@ def joined(now: float = T0) -> LivenessTimers:
 
 # -- configuration ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["session_timeout", "heartbeat_interval", "max_poll_interval",
-                                  "retry_backoff"])
-@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf])
+@pytest.mark.parametrize(("name", "bad"), [
+    *((n, bad) for n in ("session_timeout", "heartbeat_interval", "max_poll_interval")
+      for bad in (0.0, -1.0, math.nan, math.inf)),
+    *(("retry_backoff", bad) for bad in (-1.0, math.nan, math.inf))])
 def test_rejects_non_positive_or_non_finite_durations(name: str, bad: float) -> None:
     kwargs = {"session_timeout": SESSION, "heartbeat_interval": INTERVAL,
               "max_poll_interval": MAX_POLL, "retry_backoff": BACKOFF, name: bad}
     with pytest.raises(ConfigError, match=name):
         LivenessTimers(**kwargs)
+
+
+def test_zero_retry_backoff_retries_a_failed_heartbeat_at_once_but_one_at_a_time() -> None:
+    """retry_backoff_ms=0 (Java allows it): the next heartbeat is due at once after a failure,
+    and none is due while it is in flight, so the heartbeat task waits on the request, not spins."""
+    t = LivenessTimers(SESSION, INTERVAL, MAX_POLL, retry_backoff=0.0, retry_backoff_max=1.0)
+    t.on_join(T0)
+    for attempt in range(5):
+        now = T0 + 3.0 + attempt
+        t.on_heartbeat_sent(now)
+        assert t.time_to_next_heartbeat(now) == math.inf
+        t.on_heartbeat_failure(now)
+        assert t.time_to_next_heartbeat(now) == 0.0
+    assert t.heartbeat_failures_in_a_row == 5
 
 
 @pytest.mark.parametrize("interval", [SESSION, SESSION + 1])
