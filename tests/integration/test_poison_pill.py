@@ -1,6 +1,7 @@
-"""A poison pill on a real broker (Tansu): a deserializer raises on one record; the records before it
-are delivered, then RecordDeserializationError from every poll until the application seeks past it;
-commits never go past it; other partitions lose nothing. Scripted-byte cases: tests/unit/test_fetcher_poison.py.
+"""A poison pill on a real broker (Tansu, and Apache Kafka as the reference): a deserializer raises
+on one record; the records before it are delivered, then RecordDeserializationError from every poll
+until the application seeks past it; commits never go past it; other partitions lose nothing.
+Scripted-byte cases: tests/unit/test_fetcher_poison.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from ._consumers import poll_until
 pytestmark = pytest.mark.asyncio
 
 FIVE = ["v0", "v1", "POISON", "v3", "v4"]
+
+
+@pytest.fixture(params=[pytest.param(kind, marks=pytest.mark.broker(kind), id=kind) for kind in ("tansu", "kafka4")])
+def broker(request: pytest.FixtureRequest) -> Any:
+    """Tansu (fast to start), and Apache Kafka 4.x, the reference."""
+    return request.getfixturevalue({"tansu": "tansu_broker", "kafka4": "apache_kafka_broker"}[request.param])
 
 
 @pytest.fixture(params=["native", "python"])
@@ -70,11 +77,11 @@ async def check_stuck_then_skip(consumer: Consumer, tp: TopicPartition, origin: 
 
 
 async def test_a_value_that_fails_to_deserialize_is_reported_until_skipped(
-        tansu_broker: Any, unique_topic: str, unique_group: str, decoder: str) -> None:
-    create_topic(tansu_broker, unique_topic)
-    produce(tansu_broker, unique_topic, [(f"k{i}", v) for i, v in enumerate(FIVE)], enable_idempotence=True)
+        broker: Any, unique_topic: str, unique_group: str, decoder: str) -> None:
+    create_topic(broker, unique_topic)
+    produce(broker, unique_topic, [(f"k{i}", v) for i, v in enumerate(FIVE)], enable_idempotence=True)
     tp = TopicPartition(unique_topic, 0)
-    async with Consumer(**settings(tansu_broker, unique_group, value_deserializer=refuse_poison)) as consumer:
+    async with Consumer(**settings(broker, unique_group, value_deserializer=refuse_poison)) as consumer:
         consumer.assign([tp])
         err = await check_stuck_then_skip(consumer, tp, "value")
         assert consumer.metrics()["record_decoder"] == decoder
@@ -84,25 +91,25 @@ async def test_a_value_that_fails_to_deserialize_is_reported_until_skipped(
 
 
 async def test_a_key_that_fails_to_deserialize_is_reported_until_skipped(
-        tansu_broker: Any, unique_topic: str, unique_group: str) -> None:
-    create_topic(tansu_broker, unique_topic)
-    produce(tansu_broker, unique_topic, [(v, f"value-{i}") for i, v in enumerate(FIVE)], enable_idempotence=True)
+        broker: Any, unique_topic: str, unique_group: str) -> None:
+    create_topic(broker, unique_topic)
+    produce(broker, unique_topic, [(v, f"value-{i}") for i, v in enumerate(FIVE)], enable_idempotence=True)
     tp = TopicPartition(unique_topic, 0)
-    async with Consumer(**settings(tansu_broker, unique_group, key_deserializer=refuse_poison)) as consumer:
+    async with Consumer(**settings(broker, unique_group, key_deserializer=refuse_poison)) as consumer:
         consumer.assign([tp])
         err = await check_stuck_then_skip(consumer, tp, "key")
     assert err.value == b"value-2"
 
 
 async def test_the_other_partitions_records_all_arrive_exactly_once(
-        tansu_broker: Any, unique_topic: str, unique_group: str) -> None:
-    create_topic(tansu_broker, unique_topic, partitions=2)
-    produce(tansu_broker, unique_topic, [{"value": v, "partition": 0} for v in FIVE] +
+        broker: Any, unique_topic: str, unique_group: str) -> None:
+    create_topic(broker, unique_topic, partitions=2)
+    produce(broker, unique_topic, [{"value": v, "partition": 0} for v in FIVE] +
             [{"value": f"w{i}", "partition": 1} for i in range(50)], enable_idempotence=True)
     tps = [TopicPartition(unique_topic, p) for p in (0, 1)]
     got: list[ConsumerRecord] = []
     skipped = []
-    async with Consumer(**settings(tansu_broker, unique_group, value_deserializer=refuse_poison,
+    async with Consumer(**settings(broker, unique_group, value_deserializer=refuse_poison,
                                    max_poll_records=7)) as consumer:
         consumer.assign(tps)
         for _ in range(200):
