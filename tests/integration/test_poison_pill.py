@@ -124,3 +124,27 @@ async def test_the_other_partitions_records_all_arrive_exactly_once(
     assert skipped == [(tps[0], 2)]
     assert [r.value for r in got if r.partition == 0] == ["v0", "v1", "v3", "v4"]
     assert [r.value for r in got if r.partition == 1] == [f"w{i}" for i in range(50)]
+
+
+async def test_async_for_raises_it_out_of_the_loop_after_the_records_before_it(
+        tansu_broker: Any, unique_topic: str, unique_group: str) -> None:
+    create_topic(tansu_broker, unique_topic)
+    produce(tansu_broker, unique_topic, [(None, v) for v in FIVE], enable_idempotence=True)
+    tp = TopicPartition(unique_topic, 0)
+    values: list[str] = []
+    async with Consumer(**settings(tansu_broker, unique_group, value_deserializer=refuse_poison)) as consumer:
+        consumer.assign([tp])
+
+        async def iterate() -> None:
+            async for record in consumer:
+                values.append(record.value)
+
+        with pytest.raises(RecordDeserializationError) as info:
+            await iterate()
+        assert (values, info.value.offset) == (["v0", "v1"], 2)
+        consumer.seek(tp, info.value.offset + 1)
+        async for record in consumer:  # iterating again goes on after the seek
+            values.append(record.value)
+            if len(values) == 4:
+                break
+    assert values == ["v0", "v1", "v3", "v4"]
