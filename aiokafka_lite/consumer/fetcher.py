@@ -512,7 +512,9 @@ class Fetcher:
         """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
 
         A stored error (from a fetch task, or one met after records were already collected) is
-        raised from here, once.
+        raised from here, once. A record a deserializer fails on is different: the records before it
+        are handed out, then its RecordDeserializationError is raised by every call (the partition
+        next in line, as in Java) until a seek moves the partition past it.
         """
         if self._errors:
             raise self._errors.popleft()
