@@ -6,7 +6,12 @@ bad, ``ConfigError`` means a setting was, ``IllegalStateError`` means the API wa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .structs import TopicPartition
 
 
 class KafkaError(Exception):
@@ -49,6 +54,36 @@ class CorruptRecordError(ProtocolDecodeError):
         self.topic = topic
         self.partition = partition
         self.offset = offset
+
+
+class RecordDeserializationError(KafkaError):
+    """A key or value deserializer raised on a record (Java's RecordDeserializationException, KIP-1036).
+
+    poll() hands out the records before it first; then every poll() raises this error again, with
+    the partition's position left on the record, until the application seeks past it
+    (``consumer.seek(err.topic_partition, err.offset + 1)``). The record is described by what the
+    broker sent: ``key`` and ``value`` are the raw bytes, ``origin`` says which one failed ("key"
+    or "value"), and the deserializer's exception is the ``__cause__``.
+    """
+
+    def __init__(self, topic_partition: TopicPartition, offset: int, origin: str, key: bytes | None,
+                 value: bytes | None, timestamp: int, timestamp_type: int,
+                 headers: Sequence[tuple[str, bytes | None]], leader_epoch: int | None,
+                 cause: BaseException) -> None:
+        why = " ".join(f"{type(cause).__name__}: {cause}".split())  # one line, whatever the cause says
+        super().__init__(f"cannot deserialize the {origin} of the record at offset {offset} of "
+                         f"{topic_partition.topic}-{topic_partition.partition} ({why}); seek to offset "
+                         f"{offset + 1} to skip it")
+        self.topic_partition = topic_partition
+        self.offset = offset
+        self.origin = origin
+        self.key = key
+        self.value = value
+        self.timestamp = timestamp
+        self.timestamp_type = timestamp_type
+        self.headers = headers
+        self.leader_epoch = leader_epoch
+        self.__cause__ = cause
 
 
 class UnsupportedCodecError(KafkaError):

@@ -35,10 +35,11 @@ from ..errors import (
     LogTruncationError,
     OffsetOutOfRangeError,
     ProtocolDecodeError,
+    RecordDeserializationError,
     is_retriable,
 )
 from ..protocol.messages import FETCH
-from ..protocol.record_columns import RecordChunks
+from ..protocol.record_columns import BadRecord, RecordChunks, RecordColumns
 from ..protocol.records import PartitionRecords, fetch_continuation
 from ..structs import TopicPartition
 from .epoch_validation import EpochEnd, epoch_ends, supported
@@ -64,6 +65,9 @@ _CORRUPT_MESSAGE = ERROR_CODE_BY_NAME["CORRUPT_MESSAGE"]
 
 Deserializer = Callable[[bytes | None], Any]
 Records = RecordChunks
+# What converting records gave: the records up to the first that failed, and that one's chunk and
+# row with the deserializer's exception (None: every record converted).
+Converted = tuple[Records, tuple[RecordColumns, BadRecord] | None]
 
 
 class FetchTarget(NamedTuple):
@@ -92,6 +96,9 @@ class _CompletedFetch:
     data_end: int | None = None  # the offset after this data's last complete batch
     data_end_epoch: int = -1  # the leader epoch of that batch
     diverging: tuple[int, int] | None = None  # the leader's log differs (KIP-320): (epoch, end offset)
+    # A deserializer failed on the record at ``position``: raised by every hand-out until a seek
+    # (as Java's CompletedFetch keeps its cachedRecordException).
+    poison: RecordDeserializationError | None = None
 
 
 class Fetcher:
@@ -505,7 +512,9 @@ class Fetcher:
         """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
 
         A stored error (from a fetch task, or one met after records were already collected) is
-        raised from here, once.
+        raised from here, once. A record a deserializer fails on is different: the records before it
+        are handed out, then its RecordDeserializationError is raised by every call (the partition
+        next in line, as in Java) until a seek moves the partition past it.
         """
         if self._errors:
             raise self._errors.popleft()
@@ -516,6 +525,10 @@ class Fetcher:
                 break
             try:
                 records = self._drain(self._completed[tp], left)
+            except RecordDeserializationError:
+                if not out:
+                    raise
+                break  # the partition stays on it: raised by the next call, unless a seek moves past it
             except Exception as exc:
                 if not out:
                     raise
@@ -524,7 +537,10 @@ class Fetcher:
             if records:
                 out[tp] = records
                 left -= len(records)
-                if tp in self._completed:  # more left: this partition goes to the back of the line
+                cf = self._completed.get(tp)
+                if cf is not None and cf.poison is not None:
+                    break  # stopped before a record that fails to deserialize: the next call raises
+                if cf is not None:  # more left: this partition goes to the back of the line
                     self._completed[tp] = self._completed.pop(tp)
         return out
 
@@ -548,14 +564,18 @@ class Fetcher:
             self._finish(cf.tp)
             self._partition_error(cf)
             return _NO_RECORDS
+        if cf.poison is not None:
+            raise cf.poison.with_traceback(None)  # the same error each time, its traceback not piling up
         start = cf.position
         try:
             chunk = records.take(limit)
-            if chunk and self._convert is not None:
-                chunk = self._convert(chunk)
         except Exception:
             self._finish(cf.tp)  # position unchanged: a refetch meets the same error
             raise
+        if chunk and self._convert is not None:
+            chunk, bad = self._convert(chunk)
+            if bad is not None:
+                return self._poisoned(cf, state, chunk, *bad)
         state.position = cf.position = records.position
         if records.position_leader_epoch is not None:
             state.leader_epoch = records.position_leader_epoch
@@ -566,6 +586,25 @@ class Fetcher:
                     f"the record batch at offset {cf.position} of {cf.tp.topic}-{cf.tp.partition} is "
                     f"larger than max_partition_fetch_bytes={self._partition_max_bytes}; raise it")
         return chunk
+
+    def _poisoned(self, cf: _CompletedFetch, state: PartitionState, good: Records, columns: RecordColumns,
+                  bad: BadRecord) -> Records:
+        """The records before the one that failed to deserialize (its error if none); the position
+        stops on that one, and its error is kept to be raised by every hand-out until a seek moves
+        the partition."""
+        raw = columns[bad.row]  # as the broker sent it: the keys and values are still bytes there
+        # As when records are handed out: the epoch of the batch the position comes after.
+        epoch = good.chunks[-1].leader_epoch if good else raw.leader_epoch if raw.offset > cf.position else None
+        if epoch is not None:
+            state.leader_epoch = epoch
+        state.position = cf.position = raw.offset
+        cf.data_end = None  # no fetching ahead of a partition that cannot go on
+        cf.poison = RecordDeserializationError(
+            cf.tp, raw.offset, bad.origin, raw.key, raw.value, raw.timestamp, raw.timestamp_type,
+            raw.headers, raw.leader_epoch, bad.cause)
+        if not good:
+            raise cf.poison
+        return good
 
     def _finish(self, tp: TopicPartition) -> None:
         """The current data of ``tp`` is done with: the data fetched ahead, if any, takes its place."""
@@ -644,15 +683,23 @@ _NO_RECORDS = RecordChunks([])
 
 
 def _converter(key_deserializer: Deserializer | None,
-               value_deserializer: Deserializer | None) -> Callable[[Records], Records] | None:
-    """Applies the deserializers column by column (None: records pass as they are)."""
+               value_deserializer: Deserializer | None) -> Callable[[Records], Converted] | None:
+    """Applies the deserializers column by column, stopping at the first record one of them raises
+    on (None: records pass as they are)."""
     if key_deserializer is None and value_deserializer is None:
         return None
     kd: Deserializer = key_deserializer or _identity
     vd: Deserializer = value_deserializer or _identity
 
-    def convert(records: Records) -> Records:
-        return RecordChunks([chunk.converted(kd, vd) for chunk in records.chunks])
+    def convert(records: Records) -> Converted:
+        out: list[RecordColumns] = []
+        for chunk in records.chunks:
+            converted, bad = chunk.converted_until_failure(kd, vd)
+            if converted:
+                out.append(converted)
+            if bad is not None:
+                return RecordChunks(out), (chunk, bad)
+        return RecordChunks(out), None
 
     return convert
 

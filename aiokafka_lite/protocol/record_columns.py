@@ -18,13 +18,21 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from itertools import chain, repeat
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 from aiokafka_lite.protocol import native
 from aiokafka_lite.structs import ConsumerRecord
 
 Headers = Sequence[tuple[str, bytes | None]]
 _make_record = partial(tuple.__new__, ConsumerRecord)
+
+
+class BadRecord(NamedTuple):
+    """Where a conversion stopped: the record's row, which deserializer raised, and what it raised."""
+
+    row: int
+    origin: str  # "key" or "value"
+    cause: Exception
 
 
 class RecordColumns(Sequence[ConsumerRecord]):
@@ -154,10 +162,39 @@ class RecordColumns(Sequence[ConsumerRecord]):
 
     def converted(self, key_deserializer: Callable[[Any], Any], value_deserializer: Callable[[Any], Any]
                   ) -> RecordColumns:
-        """A copy with the keys and values passed through the deserializers."""
-        return RecordColumns(self.topic, self.partition, self.offsets, self.timestamps, self.timestamp_type,
-                             list(map(key_deserializer, self.keys)), list(map(value_deserializer, self.values)),
-                             self.headers, self.leader_epoch)
+        """A copy with the keys and values passed through the deserializers; what they raise is raised."""
+        columns, bad = self.converted_until_failure(key_deserializer, value_deserializer)
+        if bad is not None:
+            raise bad.cause
+        return columns
+
+    def converted_until_failure(self, key_deserializer: Callable[[Any], Any],
+                                value_deserializer: Callable[[Any], Any]) -> tuple[RecordColumns, BadRecord | None]:
+        """A copy with the keys and values passed through the deserializers, column by column.
+
+        If a deserializer raises, the copy holds the records before the first one that failed (its
+        key or its value) and the second item says which record that is (its row) and why; else it is None.
+        ``list.extend`` keeps what it made before the raise, so finding the record costs nothing
+        extra and no deserializer sees a record twice.
+        """
+        keys: list[Any] = []
+        values: list[Any] = []
+        bad: BadRecord | None = None
+        try:
+            keys.extend(map(key_deserializer, self.keys))
+        except Exception as exc:
+            bad = BadRecord(len(keys), "key", exc)
+        try:
+            values.extend(map(value_deserializer, self.values if bad is None else self.values[:bad.row]))
+        except Exception as exc:
+            bad = BadRecord(len(values), "value", exc)  # a record before the bad key: it comes first
+        if bad is None:
+            return RecordColumns(self.topic, self.partition, self.offsets, self.timestamps, self.timestamp_type,
+                                 keys, values, self.headers, self.leader_epoch), None
+        good = slice(0, bad.row)
+        return RecordColumns(self.topic, self.partition, self.offsets[good], self.timestamps[good],
+                             self.timestamp_type, keys[good], values[good],
+                             None if self.headers is None else self.headers[good], self.leader_epoch), bad
 
     def __repr__(self) -> str:
         span = f"{self.offsets[0]}..{self.offsets[-1]}" if self.offsets else "empty"

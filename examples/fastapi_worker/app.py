@@ -11,9 +11,14 @@
   the reason otherwise, and the last error when joining keeps failing (longer than
   max_poll_interval_ms) or the coordinator stays unreachable (longer than session_timeout_ms).
   Point a readiness/liveness probe at it.
-- ``GET /metrics``: ``consumer.metrics()`` as JSON, plus how many records this worker processed.
+- ``GET /metrics``: ``consumer.metrics()`` as JSON, plus how many records this worker processed
+  and how many it skipped because they could not be deserialized.
+- A record whose key or value the deserializer cannot read (a poison pill) does not stop the
+  worker: poll() raises ``RecordDeserializationError``; :func:`dead_letter` logs it (publish its
+  raw bytes to a dead-letter topic there if you keep one) and the worker seeks past it.
 
-Any consumer setting can be given as ``KAFKA_<NAME>``, e.g. ``KAFKA_MAX_POLL_INTERVAL_MS=60000``.
+Any consumer setting can be given as ``KAFKA_<NAME>``, e.g. ``KAFKA_MAX_POLL_INTERVAL_MS=60000``;
+deserializers go in ``create_app(properties=...)`` by their field names (``value_deserializer``).
 Replace :func:`handle` with your own processing.
 """
 
@@ -30,6 +35,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from aiokafka_lite import Consumer, ConsumerRecord
+from aiokafka_lite.errors import RecordDeserializationError
 
 log = logging.getLogger("fastapi_worker")
 
@@ -51,12 +57,23 @@ async def handle(record: ConsumerRecord) -> None:
     log.debug("processed %s[%d]@%d", record.topic, record.partition, record.offset)
 
 
+async def dead_letter(error: RecordDeserializationError) -> None:
+    """A record the deserializer could not read; the worker seeks past it afterwards. Publish
+    ``error.key`` / ``error.value`` (the raw bytes) and ``error.headers`` to a dead-letter topic
+    here if you keep one; this example logs where the record is and why it failed."""
+    tp = error.topic_partition
+    log.warning("skipping the record at %s[%d]@%d: its %s does not deserialize (%r); raw key %r, "
+                "value %d bytes", tp.topic, tp.partition, error.offset, error.origin, error.__cause__,
+                error.key, len(error.value or b""))
+
+
 class Worker:
     """One consumer and the task that polls it."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
         self.processed = 0
+        self.skipped = 0  # records that did not deserialize (see dead_letter)
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -66,7 +83,16 @@ class Worker:
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            for record in await self.consumer.poll(timeout=POLL_SECONDS):
+            try:
+                records = await self.consumer.poll(timeout=POLL_SECONDS)
+            except RecordDeserializationError as error:
+                # The records before it were handed out already; until we seek, every poll()
+                # raises this again. The commit covers offsets up to it, never past it.
+                await dead_letter(error)
+                self.skipped += 1
+                self.consumer.seek(error.topic_partition, error.offset + 1)
+                continue
+            for record in records:
                 await handle(record)
                 self.processed += 1
 
@@ -138,7 +164,8 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
     @app.get("/metrics")
     async def metrics() -> dict[str, Any]:
         worker: Worker = app.state.worker
-        return {**worker.consumer.metrics(), "records_processed": worker.processed}
+        return {**worker.consumer.metrics(), "records_processed": worker.processed,
+                "records_skipped": worker.skipped}
 
     return app
 

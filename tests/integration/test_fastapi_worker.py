@@ -227,3 +227,36 @@ async def test_health_turns_unhealthy_with_the_last_error_while_joining_keeps_fa
     log_text = log_path.read_text()
     assert log_text.count("WARNING:aiokafka_lite") == 1, log_text
     assert "Traceback" not in log_text
+
+
+@pytest.mark.asyncio
+async def test_worker_logs_a_poison_pill_and_seeks_past_it(tansu_broker, unique_topic, unique_group, caplog):
+    """In process on Tansu: a value that does not deserialize is logged with its partition and
+    offset, counted in /metrics, and skipped; every other record is processed."""
+
+    def refuse_poison(data: bytes | None) -> str:
+        if data == b"POISON":
+            raise ValueError("poison")
+        return (data or b"").decode()
+
+    create_topic(tansu_broker, unique_topic)
+    produce(tansu_broker, unique_topic, [(None, v) for v in ("v0", "v1", "POISON", "v3", "v4")],
+            enable_idempotence=True)
+    app = load_app_module().create_app({
+        "bootstrap.servers": tansu_broker.bootstrap_servers, "group.id": unique_group,
+        "auto.offset.reset": "earliest", "session.timeout.ms": "6000", "heartbeat.interval.ms": "500",
+        "value_deserializer": refuse_poison}, [unique_topic])
+    async with app.router.lifespan_context(app):
+        worker = app.state.worker
+
+        async def all_processed() -> bool:
+            return worker.processed >= 4 or worker.failure() is not None
+
+        await eventually(all_processed, 30, "4 records processed")
+        assert worker.failure() is None
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://worker") as http:
+            metrics = (await http.get("/metrics")).json()
+    assert (metrics["records_processed"], metrics["records_skipped"]) == (4, 1)
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "fastapi_worker"]
+    assert f"skipping the record at {unique_topic}[0]@2: its value does not deserialize" in warning
