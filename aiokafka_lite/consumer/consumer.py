@@ -476,11 +476,16 @@ class Consumer:
         self._subscription.state(tp)  # raises for an unassigned partition
 
         async def lookup() -> int:
-            if self._subscription.state(tp).position is None:
+            # Looked at again after every await: a seek, a reset or a revoke and re-assign may
+            # have replaced the state the lookup was for (the loop ends with the timeout).
+            while True:
+                if not self._subscription.is_assigned(tp):
+                    raise IllegalStateError(f"{tp} is no longer assigned: you can only check the position "
+                                            "for partitions assigned to this consumer")
+                position = self._subscription.state(tp).position
+                if position is not None:
+                    return position
                 await update_positions(self._parts, [tp])
-            position = self._subscription.state(tp).position
-            assert position is not None
-            return position
         return await self._call("position", limit, lookup)
 
     async def committed(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
