@@ -36,7 +36,7 @@ from .commit_order import CommitQueue
 from .fetcher import Fetcher
 from .listener import ConsumerRebalanceListener, call_listener
 from .liveness import LivenessTimers
-from .member import GroupMember, ListenerEvent
+from .member import GroupMember, ListenerEvent, generation_moved
 from .metrics import snapshot
 from .offsets import OffsetLookup
 from .poll_steps import PollPresence, PollSteps, Start
@@ -378,7 +378,15 @@ class Consumer:
         # A consumer that assigned its partitions by hand is no group member: it commits as a
         # standalone consumer (generation -1, no member id), as in Java.
         standalone = not self._subscription.uses_group
-        await self._retry_on_connection(lambda: member.commit(offsets, None, standalone=standalone))
+        # Bound to the generation it is first sent in: a retry after the member lost it and
+        # rejoined would commit old offsets in the new one (a zombie commit).
+        sent_in = member.commit_generation()
+
+        async def attempt() -> None:
+            if not standalone and member.commit_generation() != sent_in:
+                raise generation_moved(member.group_id)
+            await member.commit(offsets, None, standalone=standalone)
+        await self._retry_on_connection(attempt)
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
                            ) -> dict[TopicPartition, OffsetAndMetadata]:

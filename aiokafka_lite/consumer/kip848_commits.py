@@ -21,7 +21,7 @@ from ..protocol.messages import OFFSET_COMMIT, OFFSET_FETCH
 from ..structs import OffsetAndMetadata, TopicPartition
 from . import kip848_offsets as offsets_io
 from .kip848_state import Kip848Machine
-from .member import standalone_commit_refused
+from .member import generation_moved, standalone_commit_refused
 
 
 class MemberOffsets:
@@ -46,9 +46,12 @@ class MemberOffsets:
     async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], standalone: bool) -> None:
         m = self.machine
         backoff = self._backoff()
+        joins = m.joins  # the membership the commit is made in: a retry never reaches the next one
         while True:
             if standalone:
                 epoch, member_id, instance = -1, "", None
+            elif m.joins != joins:
+                raise generation_moved(self.group_id)
             elif m.in_group:
                 epoch, member_id, instance = m.member_epoch, m.member_id, m.instance_id
             else:

@@ -19,7 +19,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from .._net.backoff import Backoff
@@ -433,6 +433,9 @@ class Kip848Member(GroupMember):
     async def fetch_committed(self, tps: Iterable[TopicPartition], timeout: float | None
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return await self.offsets.fetch_committed(tps, timeout)
+
+    def commit_generation(self) -> Hashable:
+        return self.machine.member_id, self.machine.joins
 
     async def _next_heartbeat_answer(self) -> None:
         """For commits that met STALE_MEMBER_EPOCH: heartbeat now and wait for the answer."""
