@@ -368,8 +368,11 @@ class Consumer:
 
     def _queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
         """The consumer's own commits (auto-commit, before a rebalance, at close), in the same
-        order as the user's; they run while the consumer is started (or closing)."""
-        return self._commits.submit(lambda: self._send_commit(offsets))
+        order as the user's; they run while the consumer is started (or closing). Bounded by
+        default_api_timeout_ms once they run (Java's commitSync bound): none holds the queue,
+        and every commit behind it, for ever."""
+        return self._commits.submit(lambda: bounded(self._send_commit(offsets), self.config.default_api_timeout,
+                                                    "auto-commit"))
 
     async def _send_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         member = self._require_member("commit()")
