@@ -21,7 +21,7 @@ from aiokafka_lite.errors import CommitFailedError
 pytestmark = pytest.mark.asyncio
 
 TP = TopicPartition("t", 0)
-FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH = 110, 113
+UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH = 25, 110, 113
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -66,6 +66,15 @@ class Host:
         pass
 
 
+def fetch_answer(code: int = 0, offset: int = -1) -> Answer:
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        partitions = [] if code else [{"partition_index": 0, "committed_offset": offset,
+                                       "committed_leader_epoch": -1, "metadata": "", "error_code": 0}]
+        return {"groups": [{"group_id": "g", "error_code": code,
+                            "topics": [{"name": "t", "partitions": partitions}] if partitions else []}]}
+    return answer
+
+
 def commit_answer(code: int) -> Answer:
     return lambda body: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": code}]}]}
 
@@ -84,6 +93,30 @@ def member_in_group(conn: Coordinator, **settings: Any) -> Kip848Member:
     assert m.state is State.STABLE
     assert m.in_group
     return member
+
+
+# ---------------------------------------------------------------- committed offsets
+
+
+@pytest.mark.parametrize("code", [UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH])
+async def test_a_fetch_refused_to_a_former_member_is_not_read_as_no_committed_offset(code: int) -> None:
+    """The member is no longer in the group (the broker knows before the member does): the
+    partition's committed offset is still read, from outside the group; None would make
+    auto_offset_reset apply to a partition that has one."""
+    conn = Coordinator(fetch_answer(code), fetch_answer(offset=42))
+    member = member_in_group(conn)
+    async with asyncio.timeout(5):
+        got = await member.fetch_committed([TP], timeout=None)
+    assert got == {TP: OffsetAndMetadata(42, "", None)}  # before the fix: {TP: None}
+    first, second = (r["groups"][0] for r in conn.requests)
+    assert (first["member_id"], first["member_epoch"]) == (member.machine.member_id, 4)
+    assert (second["member_id"], second["member_epoch"]) == (None, -1)
+
+
+async def test_a_fetch_with_no_committed_offset_is_still_none() -> None:
+    conn = Coordinator(fetch_answer(offset=-1))
+    async with asyncio.timeout(5):
+        assert await member_in_group(conn).fetch_committed([TP], timeout=None) == {TP: None}
 
 
 # ---------------------------------------------------------------- a commit waiting after STALE_MEMBER_EPOCH
