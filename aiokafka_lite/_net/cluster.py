@@ -134,6 +134,7 @@ class Cluster:
         if adopted is None:
             await conn.close()
         else:  # the bootstrap address is an advertised broker: keep the connection as its pool entry
+            await self._unless_closed(conn)  # close() ran during the (re)bootstrap: pool nothing
             conn.node_id = adopted
             self._pool[adopted] = conn
 

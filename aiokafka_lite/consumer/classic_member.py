@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from .._net.cluster import Cluster
@@ -129,6 +129,10 @@ class ClassicMember(GroupMember):
     async def fetch_committed(self, tps: Iterable[TopicPartition], timeout: float | None
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return await self._group.fetch_committed(list(tps), timeout)
+
+    def commit_generation(self) -> Hashable:
+        m = self._group.membership
+        return m.generation_id, m.member_id
 
     async def leave(self, reason: str, timeout: float | None) -> bool:
         return await self._group.leave(reason, timeout)

@@ -37,7 +37,7 @@ from .commit_order import CommitQueue
 from .fetcher import Fetcher
 from .listener import ConsumerRebalanceListener, call_listener
 from .liveness import LivenessTimers
-from .member import GroupMember, ListenerEvent
+from .member import GroupMember, ListenerEvent, generation_moved
 from .metrics import snapshot
 from .offsets import OffsetLookup
 from .poll_steps import PollPresence, PollSteps, Start
@@ -395,8 +395,11 @@ class Consumer:
 
     def _queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
         """The consumer's own commits (auto-commit, before a rebalance, at close), in the same
-        order as the user's; they run while the consumer is started (or closing)."""
-        return self._commits.submit(lambda: self._send_commit(offsets))
+        order as the user's; they run while the consumer is started (or closing). Bounded by
+        default_api_timeout_ms once they run (Java's commitSync bound): none holds the queue,
+        and every commit behind it, for ever."""
+        return self._commits.submit(lambda: bounded(self._send_commit(offsets), self.config.default_api_timeout,
+                                                    "auto-commit"))
 
     async def _send_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         member = self._require_member("commit()")
@@ -405,7 +408,15 @@ class Consumer:
         # A consumer that assigned its partitions by hand is no group member: it commits as a
         # standalone consumer (generation -1, no member id), as in Java.
         standalone = not self._subscription.uses_group
-        await self._retry_on_connection(lambda: member.commit(offsets, None, standalone=standalone))
+        # Bound to the generation it is first sent in: a retry after the member lost it and
+        # rejoined would commit old offsets in the new one (a zombie commit).
+        sent_in = member.commit_generation()
+
+        async def attempt() -> None:
+            if not standalone and member.commit_generation() != sent_in:
+                raise generation_moved(member.group_id)
+            await member.commit(offsets, None, standalone=standalone)
+        await self._retry_on_connection(attempt)
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -505,11 +516,16 @@ class Consumer:
         self._subscription.state(tp)  # raises for an unassigned partition
 
         async def lookup() -> int:
-            if self._subscription.state(tp).position is None:
+            # Looked at again after every await: a seek, a reset or a revoke and re-assign may
+            # have replaced the state the lookup was for (the loop ends with the timeout).
+            while True:
+                if not self._subscription.is_assigned(tp):
+                    raise IllegalStateError(f"{tp} is no longer assigned: you can only check the position "
+                                            "for partitions assigned to this consumer")
+                position = self._subscription.state(tp).position
+                if position is not None:
+                    return position
                 await update_positions(self._parts, [tp])
-            position = self._subscription.state(tp).position
-            assert position is not None
-            return position
         return await self._call("position", limit, lookup)
 
     async def committed(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT

@@ -3,7 +3,9 @@
 Every request carries the member id and the current member epoch. STALE_MEMBER_EPOCH means the
 epoch moved on while the request was out: retried after the next heartbeat answer, within the
 caller's timeout, while the member is still in the group; a member that is no longer in the group
-(fenced, left after a poll lapse) gets CommitFailedError, as in Java.
+(fenced, left after a poll lapse) gets CommitFailedError, as in Java. A committed-offset fetch the
+broker refuses because it no longer knows the member is read again from outside the group: it is
+never taken for "no committed offset".
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..protocol.messages import OFFSET_COMMIT, OFFSET_FETCH
 from ..structs import OffsetAndMetadata, TopicPartition
 from . import kip848_offsets as offsets_io
 from .kip848_state import Kip848Machine
-from .member import standalone_commit_refused
+from .member import generation_moved, standalone_commit_refused
 
 
 class MemberOffsets:
@@ -46,9 +48,12 @@ class MemberOffsets:
     async def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], standalone: bool) -> None:
         m = self.machine
         backoff = self._backoff()
+        joins = m.joins  # the membership the commit is made in: a retry never reaches the next one
         while True:
             if standalone:
                 epoch, member_id, instance = -1, "", None
+            elif m.joins != joins:
+                raise generation_moved(self.group_id)
             elif m.in_group:
                 epoch, member_id, instance = m.member_epoch, m.member_id, m.instance_id
             else:
@@ -65,16 +70,24 @@ class MemberOffsets:
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         wanted = list(tps)
         backoff = self._backoff()
+        as_member = True
         try:
             async with asyncio.timeout(timeout):
                 while True:
                     m = self.machine
-                    member = (m.member_id, m.member_epoch) if m.in_group else (None, -1)
+                    in_group = as_member and m.in_group
+                    member = (m.member_id, m.member_epoch) if in_group else (None, -1)
                     body = offsets_io.fetch_body(self.group_id, member[0], member[1], wanted)
                     outcome = offsets_io.fetch_outcome(await self._send(OFFSET_FETCH, body))
-                    if outcome.done or outcome.gone:
+                    if outcome.done:
                         return {tp: outcome.offsets.get(tp) for tp in wanted}
-                    await self._after_error(outcome, backoff, standalone=not m.in_group)
+                    if outcome.gone and in_group:
+                        # No longer a member (fenced, removed) before this member learnt it: the
+                        # answer says nothing about the offsets, which are read again at once
+                        # from outside the group (no member id, epoch -1), never taken as "none".
+                        as_member = False
+                        continue
+                    await self._after_error(outcome, backoff, standalone=not in_group)
         except TimeoutError as exc:
             raise KafkaTimeoutError(f"committed() for group {self.group_id!r} took over {timeout} s") from exc
 

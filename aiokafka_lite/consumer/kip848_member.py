@@ -19,7 +19,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from .._net.backoff import Backoff
@@ -203,6 +203,7 @@ class Kip848Member(GroupMember):
         await cancel_and_await(tasks)
         if self._thread is not None:
             await self._thread.stop()
+        self._wake_commits()  # no heartbeat answer comes any more
 
     def _poke(self, now: bool = False) -> None:
         if now:
@@ -270,10 +271,7 @@ class Kip848Member(GroupMember):
 
     def _on_answer(self, response: dict[str, Any], joining: bool, carried: bool) -> None:
         verdict = self.machine.on_heartbeat_response(response, carried)
-        waiters, self._answer_waiters = self._answer_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        self._wake_commits()
         if verdict.rediscover:
             self.cluster.mark_coordinator_dead(self.group_id)
             self._wake.set()
@@ -298,6 +296,7 @@ class Kip848Member(GroupMember):
             m.poll_lapsed()
             m.leave_sent()
             m.leave_done(lapsed=True)
+        self._wake_commits()
         self.host.wake()
 
     async def _send_heartbeat(self) -> dict[str, Any]:
@@ -360,6 +359,7 @@ class Kip848Member(GroupMember):
         if self.machine.state is not State.FATAL:
             self.machine.fatal = error
             self.machine.handle(Event.FATAL)
+        self._wake_commits()
         self.host.wake()
 
     async def _leave_on_lapse(self, reason: str) -> None:
@@ -409,6 +409,7 @@ class Kip848Member(GroupMember):
         finally:
             if m.state in (State.PREPARE_LEAVING, State.LEAVING):
                 m.leave_done(lapsed)
+            self._wake_commits()  # out of the group (lapse, unsubscribe, close): they fail now
 
     # ------------------------------------------------------------ state
 
@@ -434,12 +435,25 @@ class Kip848Member(GroupMember):
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return await self.offsets.fetch_committed(tps, timeout)
 
+    def commit_generation(self) -> Hashable:
+        return self.machine.member_id, self.machine.joins
+
     async def _next_heartbeat_answer(self) -> None:
-        """For commits that met STALE_MEMBER_EPOCH: heartbeat now and wait for the answer."""
+        """For commits that met STALE_MEMBER_EPOCH: heartbeat now and wait for the answer, or
+        for the member to leave the group (a lapse, fencing, leaving, heartbeats stopped): the
+        commit then looks at the member again (and fails when it is no longer in the group)."""
+        if not self.machine.in_group:
+            return
         self._poke(now=True)
         waiter = asyncio.get_running_loop().create_future()
         self._answer_waiters.append(waiter)
         await waiter
+
+    def _wake_commits(self) -> None:
+        waiters, self._answer_waiters = self._answer_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _stale_commit_reason(self) -> str:
         why = self.lapses.reason or ("the member is not in the group with a current member epoch "

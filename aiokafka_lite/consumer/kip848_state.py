@@ -173,6 +173,7 @@ class Kip848Machine:
     owned: TopicIdPartitions = frozenset()
     names: dict[uuid.UUID, str] = field(default_factory=dict)  # topic ids resolved so far
     fatal: BaseException | None = None
+    joins: int = 0  # answers that took the member from epoch 0 into the group: one per membership
     _sent: _Sent = field(default_factory=_Sent)
     _pending: _Sent | None = None  # what the heartbeat in flight carries
 
@@ -264,6 +265,8 @@ class Kip848Machine:
             return verdict
         if carried:
             self._sent, self._pending = self._pending or _Sent(), None
+        if self.member_epoch == JOIN_EPOCH and response["member_epoch"] > 0:
+            self.joins += 1
         self.member_epoch = response["member_epoch"]
         if response.get("heartbeat_interval_ms", 0) > 0:
             self.heartbeat_interval_ms = response["heartbeat_interval_ms"]

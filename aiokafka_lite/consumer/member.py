@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,6 +38,16 @@ def standalone_commit_refused(group_id: str) -> CommitFailedError:
         "assigns its partitions with assign() commits from outside the group, which Kafka "
         "allows only while the group is empty. Give this consumer a group_id of its own, "
         "or subscribe() to join the group.")
+
+
+def generation_moved(group_id: str) -> CommitFailedError:
+    """A commit whose request failed (connection lost) is not sent again once the membership it
+    was made in has ended (a new generation, or a rejoin after fencing or a lapse): the partitions
+    may belong to another member by now, as Java binds a commit to its generation."""
+    return CommitFailedError(
+        f"commit failed: the member of group {group_id!r} lost its generation and rejoined while the "
+        "commit was being retried, so the offsets were not committed in the new one. The partitions "
+        "may already be owned by another member, which will process the uncommitted records again.")
 
 
 class ListenerEvent(enum.Enum):
@@ -168,6 +178,12 @@ class GroupMember(ABC):
     @abstractmethod
     async def fetch_committed(self, tps: Iterable[TopicPartition], timeout: float | None
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
+
+    @abstractmethod
+    def commit_generation(self) -> Hashable:
+        """What a commit is bound to (compared, never read): the classic generation and member
+        id; under KIP-848 the membership (the member epoch moves on at every assignment, a
+        rejoin after fencing or a lapse starts a new membership). See generation_moved()."""
 
     # -- leaving ------------------------------------------------------------------------
 

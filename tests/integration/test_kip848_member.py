@@ -22,7 +22,7 @@ from aiokafka_lite.consumer.member import ListenerEvent
 from aiokafka_lite.consumer.subscription import SubscriptionState
 from aiokafka_lite.consumer.wiring import make_cluster
 from aiokafka_lite.errors import CommitFailedError, GroupProtocolError
-from aiokafka_lite.protocol.messages import JOIN_GROUP, OFFSET_COMMIT
+from aiokafka_lite.protocol.messages import JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH
 from aiokafka_lite.structs import OffsetAndMetadata
 from aiokafka_lite.testing.helpers import create_topic
 
@@ -309,5 +309,34 @@ async def test_pattern_subscription_uses_the_broker_regex(
         assert a.member.machine.subscription.regex == f"{unique_topic}-.*"  # matched by the broker
         assert a.assigned() == {TopicPartition(f"{unique_topic}-a", 0), TopicPartition(f"{unique_topic}-b", 0)}
         assert a.host.subscription_state().topics == {f"{unique_topic}-a", f"{unique_topic}-b"}
+    finally:
+        await a.close()
+
+
+async def test_a_former_members_fetch_reads_the_committed_offset(kafka: Any, unique_topic: str,
+                                                                 unique_group: str) -> None:
+    """The broker no longer knows the member (removed, or fenced, before the member learnt it):
+    it refuses the member's OffsetFetch, and the committed offset is read from outside the group
+    instead of being taken for none (which would let auto_offset_reset move the position)."""
+    create_topic(kafka, unique_topic, partitions=1)
+    a = Member(kafka, unique_group)
+    tp = TopicPartition(unique_topic, 0)
+    try:
+        async with asyncio.timeout(60):
+            await a.start(unique_topic)
+            await a.poll_until(lambda: a.assigned() == {tp} and a.member.is_stable)
+            await a.member.commit({tp: OffsetAndMetadata(42)}, timeout=10)
+            await a.member.stop_liveness()  # no heartbeat tells the member what follows
+            m = a.member.machine
+            real_id = m.member_id
+            m.member_id = "someone-the-broker-never-saw"
+            conn = await a.cluster.coordinator_connection(unique_group)
+            body = offsets_io.fetch_body(unique_group, m.member_id, m.member_epoch, [tp])
+            refused = offsets_io.fetch_outcome(await conn.send(OFFSET_FETCH, conn.version_for(OFFSET_FETCH, 9), body))
+            assert refused.gone  # what the broker answers: UNKNOWN_MEMBER_ID
+            got = await a.member.fetch_committed([tp], timeout=10)
+            assert got[tp] is not None  # before the fix: None
+            assert got[tp].offset == 42
+            m.member_id = real_id
     finally:
         await a.close()

@@ -736,3 +736,89 @@ async def test_cluster_bootstrap_tries_servers_in_order_and_times_out() -> None:
         await lonely.bootstrap(timeout=0.3)
     assert time.monotonic() - began < 0.6
     await lonely.close()
+
+
+class GatedMetadata:
+    """A one-broker cluster whose Metadata answers wait at a gate (the first ``free`` answers do
+    not); it advertises node 1 at ``advertised(gated)``. ``live`` counts the client connections still
+    open on the broker's side."""
+
+    def __init__(self, advertised: Callable[[bool], int], free: int = 0) -> None:
+        self.advertised = advertised
+        self.free = free
+        self.asked = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.live = 0
+
+    async def script(self, peer: Peer) -> None:
+        self.live += 1
+        try:
+            await peer.answer_api_versions()
+            while True:
+                api, version, cid, _ = await peer.read_request()
+                assert api is METADATA
+                gated = self.free == 0
+                if gated:
+                    self.asked.set()
+                    await self.gate.wait()
+                else:
+                    self.free -= 1
+                await peer.respond(api, version, cid, {
+                    "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": self.advertised(gated), "rack": None}],
+                    "cluster_id": "fake-cluster", "controller_id": 1, "topics": []})
+        finally:
+            self.live -= 1
+
+
+async def _none_open(fake: GatedMetadata) -> int:
+    """The broker-side count of open client connections, once closes have had time to arrive."""
+    for _ in range(50):
+        if fake.live == 0:
+            break
+        await asyncio.sleep(0.02)
+    return fake.live
+
+
+@pytest.mark.asyncio
+async def test_cluster_closed_during_bootstrap_leaves_no_connection_open() -> None:
+    """close() while the bootstrap's Metadata answer is on its way: the connection the bootstrap
+    would keep (the bootstrap address is an advertised broker's) is closed, not pooled."""
+    async with asyncio.timeout(10):
+        fake = GatedMetadata(lambda _gated: broker.port)
+        broker = FakeBroker(fake.script)
+        async with broker:
+            cluster = Cluster(OPTIONS, [("127.0.0.1", broker.port)])
+            bootstrap = asyncio.create_task(cluster.bootstrap(timeout=5.0))
+            await fake.asked.wait()
+            await cluster.close()
+            fake.gate.set()
+            outcome = (await asyncio.gather(bootstrap, return_exceptions=True))[0]
+            assert await _none_open(fake) == 0  # before the fix: 1, the connection pooled after close()
+            assert isinstance(outcome, IllegalStateError), outcome
+            assert broker.connections == 1
+
+
+@pytest.mark.asyncio
+async def test_cluster_closed_during_rebootstrap_leaves_no_connection_open() -> None:
+    """The same race on a rebootstrap (KIP-899: no known broker reachable)."""
+    async with asyncio.timeout(10):
+        async with FakeBroker(hold_open) as dead:
+            dead_port = dead.port
+        # The first answer sends the client to a broker that is gone; the rebootstrap's answer
+        # (through the bootstrap address again) names the bootstrap address itself.
+        fake = GatedMetadata(lambda gated: broker.port if gated else dead_port, free=1)
+        broker = FakeBroker(fake.script)
+        async with broker:
+            cluster = Cluster(ConnectionOptions(request_timeout=5.0, reconnect_backoff=0.01),
+                              [("127.0.0.1", broker.port)])
+            await cluster.bootstrap(timeout=5.0)
+            assert cluster.metadata.brokers[1].port == dead_port
+            refresh = asyncio.create_task(cluster.refresh_metadata(["t"], timeout=5.0))
+            await fake.asked.wait()
+            assert cluster.recovery.rebootstraps == 1
+            await cluster.close()
+            fake.gate.set()
+            outcome = (await asyncio.gather(refresh, return_exceptions=True))[0]
+            assert await _none_open(fake) == 0  # before the fix: 1, the connection pooled after close()
+            assert isinstance(outcome, IllegalStateError), outcome
+            assert broker.connections == 2

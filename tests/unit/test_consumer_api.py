@@ -301,3 +301,43 @@ async def test_commit_offsets_accept_ints_and_offset_and_metadata():
     consumer._iter_buffer.append(ConsumerRecord("t", 0, 1, 0, 0, None, b"v", ()))
     assert consumer._offsets_to_commit(None) == {TP: OffsetAndMetadata(1)}
     await consumer.close()
+
+
+class _FirstCommitStuck:
+    """A group member whose first commit never gets an answer (e.g. waiting after
+    STALE_MEMBER_EPOCH for a heartbeat answer that never comes); the next ones land."""
+
+    group_id = "g"
+
+    def __init__(self) -> None:
+        self.landed: list[dict[TopicPartition, OffsetAndMetadata]] = []
+
+    def commit_generation(self) -> object:
+        return 1
+
+    async def commit(self, offsets, timeout, standalone=False):
+        if not self.landed and not getattr(self, "stuck", False):
+            self.stuck = True
+            await asyncio.Event().wait()
+        self.landed.append(dict(offsets))
+
+
+@pytest.mark.asyncio
+async def test_the_consumers_own_commits_are_bounded_so_none_blocks_the_queue():
+    """Auto-commit, the commit before a rebalance and at close queue behind every other commit
+    (commit_order): each is bounded by default_api_timeout_ms once it runs, so one that gets no
+    answer fails (KafkaTimeoutError) and the ones behind it go out."""
+    async with asyncio.timeout(10):
+        consumer = group_consumer(default_api_timeout_ms=300)
+        consumer.subscribe(["t"])
+        member = consumer._member = _FirstCommitStuck()
+        first = consumer._parts.queue_commit({TP: OffsetAndMetadata(1)})
+        second = consumer._parts.queue_commit({TP: OffsetAndMetadata(2)})
+        done, _ = await asyncio.wait({first, second}, timeout=3)
+        assert done == {first, second}  # before the fix: neither ended
+        assert isinstance(first.exception(), KafkaError)
+        assert isinstance(first.exception(), TimeoutError)
+        assert second.exception() is None
+        assert member.landed == [{TP: OffsetAndMetadata(2)}]
+        consumer._member = None
+        await consumer.close()

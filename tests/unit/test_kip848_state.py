@@ -353,3 +353,27 @@ def test_ignorecase_pattern_is_matched_client_side() -> None:
     sub.subscribe_pattern(re.compile("orders", re.IGNORECASE))
     sub.match_pattern(["ORDERS", "x"])
     assert subscription_for(sub, 1) == Subscription(topics=frozenset({"ORDERS"}))
+
+
+def test_joins_count_memberships_not_epochs() -> None:
+    """A commit is bound to `joins` (see kip848_commits): new epochs within one membership keep
+    it; every way back in after fencing or a lapse moves it on."""
+    m = joined()
+    m.heartbeat_request()
+    m.on_heartbeat_response(ok(4, {T1: [0]}))
+    assert m.joins == 1
+    reconcile(m)
+    m.on_heartbeat_response(ok(5, {T1: [0, 1]}))  # a new assignment, a new epoch: the same membership
+    assert m.joins == 1
+    m.on_heartbeat_response(ok(5, code=110))  # fenced
+    m.lost_done()
+    m.heartbeat_request()
+    m.on_heartbeat_response(ok(7))
+    assert m.joins == 2
+    m.poll_lapsed()
+    m.leave_sent()
+    m.leave_done(lapsed=True)
+    m.rejoin()
+    m.heartbeat_request()
+    m.on_heartbeat_response(ok(9))
+    assert m.joins == 3
