@@ -21,7 +21,28 @@ if TYPE_CHECKING:
 log = logging.getLogger("aiokafka_lite.consumer")
 
 
-class CloseParts(Protocol):
+class RebalanceParts(Protocol):
+    """What stopping a rebalance needs of the consumer (implemented in consumer.py)."""
+
+    @property
+    def cluster(self) -> Cluster: ...
+    def running_poll_step(self, name: str) -> asyncio.Task[None] | None: ...
+    async def cancel_poll_steps(self, name: str | None = None) -> None: ...
+
+
+async def stop_rebalance(parts: RebalanceParts, member: GroupMember, why: str, every_step: bool = False) -> None:
+    """Cancel the rebalance step (its listener callbacks included; with every_step, the other
+    poll steps too) before the member leaves the group."""
+    mid_join = parts.running_poll_step(REBALANCE) is not None and member.mid_join
+    await parts.cancel_poll_steps(None if every_step else REBALANCE)
+    if mid_join:
+        # A join request may be in flight on the coordinator connection, and a broker answers
+        # one connection's requests in order: the leave would wait behind it. Start over on a
+        # fresh connection.
+        parts.cluster.mark_coordinator_dead(member.group_id, why)
+
+
+class CloseParts(RebalanceParts, Protocol):
     """What close() needs of the consumer (implemented in consumer.py)."""
 
     config: ConsumerConfig
@@ -29,16 +50,13 @@ class CloseParts(Protocol):
     @property
     def started(self) -> bool: ...
     @property
-    def cluster(self) -> Cluster: ...
-    @property
     def member(self) -> GroupMember | None: ...
     def subscription_state(self) -> SubscriptionState: ...
-    def running_poll_step(self, name: str) -> asyncio.Task[None] | None: ...
-    async def cancel_poll_steps(self, name: str | None = None) -> None: ...
     def offsets_to_commit(self) -> dict[TopicPartition, OffsetAndMetadata]: ...
     def queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]: ...
     async def drain_commits(self) -> None: ...
     async def revoke_on_close(self, partitions: set[TopicPartition]) -> None: ...
+    async def finish_unsubscribe(self) -> None: ...
 
 
 async def close_gracefully(parts: CloseParts, timeout: float | None) -> None:
@@ -48,14 +66,9 @@ async def close_gracefully(parts: CloseParts, timeout: float | None) -> None:
         return
     try:
         async with asyncio.timeout(timeout):
+            await parts.finish_unsubscribe()  # its revocation and leave come first, as they began first
             # close() is what cancels the poll steps, a rebalance's listener callbacks included.
-            mid_join = parts.running_poll_step(REBALANCE) is not None and member.mid_join
-            await parts.cancel_poll_steps()
-            if mid_join:
-                # A join request may be in flight on the coordinator connection, and a broker
-                # answers one connection's requests in order: the leave would wait behind it.
-                # Start over on a fresh connection.
-                parts.cluster.mark_coordinator_dead(member.group_id, "closing mid-join")
+            await stop_rebalance(parts, member, "closing mid-join", every_step=True)
             sub = parts.subscription_state()
             owned = sub.assigned()
             in_group = member.is_stable and sub.uses_group

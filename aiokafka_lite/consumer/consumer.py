@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import logging
 import re
@@ -45,15 +46,26 @@ from .polling import poll_once, update_positions
 from .stall import StallMonitor
 from .start_attempt import StartAttempt
 from .subscription import ResetStrategy, SubscriptionState, SubscriptionType
+from .unsubscribing import Unsubscribing, revoke_and_leave, wait_quietly
 from .wiring import make_cluster, make_fetcher, make_member, make_offset_lookup
 
 log = logging.getLogger("aiokafka_lite.consumer")
 T = TypeVar("T")
 
 POLL_DEFAULT_TIMEOUT = 1.0
-# The consumer whose close() is running the revocation callback in this context, if any.
-_REVOKING_ON_CLOSE: contextvars.ContextVar[Consumer | None] = contextvars.ContextVar(
-    "aiokafka_lite_revoking_on_close", default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Revocation:
+    """A revocation that close() or unsubscribe() runs in this context (the listener and the
+    tasks it starts): they may still use the consumer. `offsets`: what was consumed from the
+    partitions being revoked by unsubscribe(), committed as the member that owned them."""
+
+    consumer: Consumer
+    offsets: dict[TopicPartition, OffsetAndMetadata] | None = None
+
+
+_REVOKING: contextvars.ContextVar[_Revocation | None] = contextvars.ContextVar("aiokafka_lite_revoking", default=None)
 
 
 class Consumer:
@@ -89,6 +101,7 @@ class Consumer:
         self._timers_lock = threading.Lock()
         self._stall = StallMonitor(config.session_timeout, config.stall_warning_ratio, config.heartbeat_mode)
         self._start_attempt: StartAttempt | None = None
+        self._unsubscribing: asyncio.Task[None] | None = None  # unsubscribe()'s revocation and leave
         self._forcing_close = False  # the forced part of close() has begun: nothing is retried
         self._started = False
         self._closed = False
@@ -202,8 +215,13 @@ class Consumer:
     def _check_open(self) -> None:
         # The listener that close() calls may still use the consumer (commit, position...), as
         # in Java; calls from anywhere else find it closed.
-        if self._closed and _REVOKING_ON_CLOSE.get() is not self:
+        if self._closed and self._revocation() is None:
             raise ConsumerClosedError("the consumer is closed")
+
+    def _revocation(self) -> _Revocation | None:
+        """The revocation of this consumer's close() or unsubscribe() running in this context."""
+        revocation = _REVOKING.get()
+        return revocation if revocation is not None and revocation.consumer is self else None
 
     async def _close_by_force(self) -> None:
         """Cancel and await every task the consumer owns, close every connection."""
@@ -211,6 +229,7 @@ class Consumer:
         if self._start_attempt is not None:
             await _cancel(self._start_attempt.task)
         await self._poll_steps.cancel()
+        await _cancel(self._unsubscribing)
         for commit in self._commits.pending():
             await _cancel(commit)
         if self._member is not None:
@@ -273,11 +292,41 @@ class Consumer:
                 self._queue_commit(offsets).add_done_callback(_retrieve_outcome)
         self._subscription.assign_manually(partitions)
 
-    def unsubscribe(self) -> None:
+    def unsubscribe(self) -> Unsubscribing:
+        """Drop the subscription (or the manual assignment) at once. A group member then runs
+        on_partitions_revoked (or _lost) for what it owned, auto-commits what was consumed, and
+        leaves the group, in a task the consumer owns (unsubscribing.py): `await
+        consumer.unsubscribe()` waits for it; otherwise the next poll() or close() does."""
         self._check_open()
-        self._subscription.unsubscribe()
-        if self._member is not None and self._member.is_stable:
-            self._spawn(self._member.leave("the consumer unsubscribed", timeout=self.config.request_timeout))
+        member, sub = self._member, self._subscription
+        owned = sub.assigned() if sub.uses_group else set()
+        if member is None or not owned or self._unsubscribing is not None:
+            sub.unsubscribe()
+            if member is not None and member.is_stable and self._unsubscribing is None:
+                self._spawn(member.leave("the consumer unsubscribed", timeout=self.config.request_timeout))
+            return Unsubscribing(self._finish_unsubscribe)
+        consumed = {tp: om for tp, om in self._offsets_to_commit(None).items() if tp in owned}
+        lost = not (member.is_stable or member.mid_join)
+        sub.unsubscribe()
+        self._iter_buffer = deque(r for r in self._iter_buffer if TopicPartition(r.topic, r.partition) not in owned)
+        revocation = contextvars.copy_context()
+        revocation.run(_REVOKING.set, _Revocation(self, consumed))
+        self._unsubscribing = asyncio.create_task(revoke_and_leave(self._parts, member, owned, lost),
+                                                  name="aiokafka-lite unsubscribe", context=revocation)
+        return Unsubscribing(self._finish_unsubscribe)
+
+    async def _finish_unsubscribe(self) -> None:
+        """Wait for the revocation unsubscribe() started, and raise its error (once)."""
+        task = self._unsubscribing
+        if task is None or self._revocation() is not None:
+            return  # nothing under way, or called from inside the revocation itself
+        with closed_not_cancelled(self._is_closed, "unsubscribe()"):
+            await asyncio.wait({task})
+        if self._unsubscribing is task:
+            self._unsubscribing = None
+            if task.cancelled():
+                raise ConsumerClosedError("the consumer was closed before unsubscribe() completed")
+            task.result()
 
     def assignment(self) -> set[TopicPartition]:
         self._check_open()
@@ -305,6 +354,7 @@ class Consumer:
         try:
             with closed_not_cancelled(self._is_closed, "poll()"):
                 async with asyncio.timeout(limit_s):
+                    await self._finish_unsubscribe()  # the leave goes out before any rejoin
                     await self._ready()  # connecting counts against this poll's timeout too
                     return await poll_once(self._parts, limit)
         except TimeoutError:
@@ -407,7 +457,8 @@ class Consumer:
             return
         # A consumer that assigned its partitions by hand is no group member: it commits as a
         # standalone consumer (generation -1, no member id), as in Java.
-        standalone = not self._subscription.uses_group
+        revocation = self._revocation()
+        standalone = not self._subscription.uses_group and (revocation is None or revocation.offsets is None)
         # Bound to the generation it is first sent in: a retry after the member lost it and
         # rejoined would commit old offsets in the new one (a zombie commit).
         sent_in = member.commit_generation()
@@ -420,6 +471,9 @@ class Consumer:
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
+        revocation = self._revocation()
+        if offsets is None and revocation is not None and revocation.offsets is not None:
+            return dict(revocation.offsets)  # unsubscribe()'s listener commits what was consumed
         if offsets is None:
             consumed = self._subscription.consumed_offsets()
             # Records still waiting in the `async for` buffer were not handed to the user yet.
@@ -795,12 +849,18 @@ class _ConsumerParts:
 
     # -- close --------------------------------------------------------------------------------
 
+    async def finish_unsubscribe(self) -> None:
+        await wait_quietly(self._c._finish_unsubscribe())
+
+    def subscribed_again(self) -> bool:
+        return self._c._subscription.uses_group
+
     async def revoke_on_close(self, partitions: set[TopicPartition]) -> None:
         """on_partitions_revoked from close(): code in the callback (and the tasks it starts)
         may still use the consumer; the commits it makes land before the member leaves."""
-        token = _REVOKING_ON_CLOSE.set(self._c)
+        token = _REVOKING.set(_Revocation(self._c))
         try:
             await call_listener(self._c._listener.on_partitions_revoked, partitions, "on_partitions_revoked")
             await self.drain_commits()
         finally:
-            _REVOKING_ON_CLOSE.reset(token)
+            _REVOKING.reset(token)
