@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import defaultdict
 
 import pytest
@@ -140,15 +141,16 @@ async def test_cancelled_close_still_closes(apache_kafka_broker, unique_topic, u
         await a.start()
         await poll_until(a, lambda _: len(a.assignment()) == 1 and len(b.assignment()) == 1, timeout=30)
         closing = asyncio.create_task(a.close())
-        await asyncio.sleep(0)  # close() has started: its graceful part runs in a shielded task
-        await _cancelled(closing)
+        await asyncio.sleep(0)  # close() has started its graceful part
+        await _cancelled(closing)  # ... which the cancellation cuts short: a closes by force
         with pytest.raises(ConsumerClosedError):
             await a.poll(timeout=0.1)
-        await a.close()  # waits for the close the cancelled call started
+        began = time.monotonic()
+        await a.close()  # the close the cancelled call made is over: returns at once
+        assert time.monotonic() - began < 0.5
         assert a.metrics()["closed"]
-        # The LeaveGroup went out: b takes over well before the session timeout (6 s).
-        took = await b_poller.wait_for(lambda: len(b.assignment()) == 2, timeout=5)
-        assert took < 4.0
+        # Closed by force, with no LeaveGroup: b takes over once a's session (6 s) lapses.
+        await b_poller.wait_for(lambda: len(b.assignment()) == 2, timeout=20)
     # Both consumers closed: no task of theirs is left behind (it would warn at loop close).
     leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert leftovers == []
