@@ -99,6 +99,35 @@ async def test_close_in_a_task_group_does_not_tear_down_the_siblings():
         assert other.result() == "done"
 
 
+async def test_close_in_an_anyio_task_group_ends_the_iteration_not_the_group():
+    """The same in an anyio task group: had the poller seen a CancelledError it did not ask for,
+    anyio would take it for the group's own cancellation and the sibling would never finish."""
+    import anyio
+
+    async with silent_server() as address:
+        consumer = Consumer("t", bootstrap_servers=address, group_id="g-anyio")
+        finished: list[str] = []
+
+        async def iterate() -> None:
+            await _drain(consumer)
+            finished.append("iteration")
+
+        async def sibling() -> None:
+            await anyio.sleep(0.5)
+            finished.append("sibling")
+
+        async def closer() -> None:
+            await anyio.sleep(0.2)
+            await consumer.close(timeout=1)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(iterate)
+                group.start_soon(sibling)
+                group.start_soon(closer)
+        assert sorted(finished) == ["iteration", "sibling"]
+
+
 async def test_commit_in_flight_during_close_by_force(tansu_broker, unique_topic, unique_group):
     """Defect 1, started consumer: a commit() in flight during close(timeout=0) ends with its own
     result or ConsumerClosedError; never CancelledError. Tried at several points of its flight."""
