@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("aiokafka_lite.consumer")
 
+# The forced part's LeaveGroup gets this long (seconds): enough for a broker that answers, short
+# enough that a close whose graceful part was cut short still returns promptly.
+FORCED_LEAVE_LIMIT = 0.5
+
 
 class RebalanceParts(Protocol):
     """What stopping a rebalance needs of the consumer (implemented in consumer.py)."""
@@ -85,3 +89,16 @@ async def close_gracefully(parts: CloseParts, timeout: float | None) -> None:
         log.warning("close(): the graceful part took longer than %s s; closing by force", timeout)
     except KafkaError as exc:
         log.warning("close(): %s; closing by force", exc)
+
+
+async def leave_by_force(member: GroupMember) -> None:
+    """Closing by force (a lapsed or cancelled graceful part, close(timeout=0)) still tells the
+    group, as Java's close() sends its LeaveGroup whatever the timeout: the partitions move now,
+    not when the session lapses. Best effort, briefly; no listener callback runs here."""
+    if not member.is_stable:
+        return  # left already, never joined, or mid-join (the leave would queue behind the join)
+    try:
+        async with asyncio.timeout(FORCED_LEAVE_LIMIT):
+            await member.leave("the consumer is being closed", timeout=None)
+    except (TimeoutError, KafkaError) as exc:
+        log.info("close(): the LeaveGroup of a forced close did not complete: %s", exc)

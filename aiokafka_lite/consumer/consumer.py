@@ -33,7 +33,7 @@ from ..errors import (
 from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._bounded import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
-from .closing import close_gracefully
+from .closing import close_gracefully, leave_by_force
 from .commit_order import CommitQueue
 from .fetcher import Fetcher
 from .listener import ConsumerRebalanceListener, call_listener
@@ -171,8 +171,8 @@ class Consumer:
         `timeout=None` bounds the graceful part by request_timeout_ms, as Java does for an
         unbounded close. Idempotent: a second call waits for the first, but no longer than its
         own timeout; then it cuts the graceful part short and waits only for the forced part.
-        Cancelled, it cuts the graceful part short too, waits for the forced part (nothing the
-        consumer owns is left running) and then re-raises the CancelledError."""
+        Cancelled, it cuts the graceful part short too, waits for the forced part (a brief
+        LeaveGroup; nothing the consumer owns is left running) and then re-raises the CancelledError."""
         timeout = check_timeout(timeout)  # NaN or negative: refused before anything closes
         if self._close_task is None:
             self._closed = True
@@ -234,6 +234,7 @@ class Consumer:
             await _cancel(commit)
         if self._member is not None:
             await self._member.stop_liveness()
+            await leave_by_force(self._member)
         await self._stall.stop()
         for fut in list(self._side_tasks):
             await _cancel(fut)
