@@ -344,7 +344,7 @@ class ExampleRunner:
     def close_returned(self, run: Run) -> None:
         """Right when a close() returns: what of the consumer is still there."""
         assert run.ended is not None
-        if run.error is None or isinstance(run.error, asyncio.CancelledError):
+        if not isinstance(run.error, asyncio.CancelledError):  # a cancelled one is judged by itself
             self.out.first_close_end = min(self.out.first_close_end, run.ended)
         run.leftover_tasks = [repr(t) for t in asyncio.all_tasks() if t not in self.own and not t.done()]
         run.leftover_sockets = sockets_to(self.socket_port)
