@@ -9,7 +9,7 @@ event loops of the tests (one per Hypothesis example), and the reference client'
 
     with ProxiedTansu() as broker:
         broker.bootstrap_servers      # the proxy's address
-        broker.proxy.latency = 0.2    # (via broker.set(...): applied on the proxy's loop)
+        broker.set(latency=0.2)       # slow; gone=True, closed=True; set() heals
         broker.proxied_sockets()      # client sockets of this process connected to the proxy
 """
 
@@ -81,13 +81,17 @@ class ProxiedTansu:
             return await result if asyncio.iscoroutine(result) else result
         return asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout=30)
 
-    def set(self, *, latency: float = 0.0, gone: bool = False) -> None:
-        """Up (the defaults), slow (latency per forwarded chunk) or gone (every open connection
-        reset, new ones refused)."""
+    def set(self, *, latency: float = 0.0, gone: bool = False, closed: bool = False) -> None:
+        """Up (the defaults), slow (latency per forwarded chunk), gone (every open connection
+        reset, new ones refused) or closed (the proxy's port closed: connections refused by the OS)."""
         assert self.proxy is not None
         proxy = self.proxy
 
-        def apply() -> None:
+        async def apply() -> None:
+            if closed:
+                await proxy.stop()
+            elif not proxy.listening:
+                await proxy.start()
             proxy.heal()
             proxy.latency = latency
             if gone:

@@ -1,14 +1,14 @@
 """Property-based test of every public awaitable against the contract in shared/DESIGN.md.
 
-Hypothesis draws one consumer's life: how the broker starts (up, slow, gone, or the bootstrap
-address a dead port), group subscription or manual assignment, then a sequence of steps: calls of
+Hypothesis draws one consumer's life: how the broker starts (up, slow, gone, closed, or the
+bootstrap address a dead port), group subscription or manual assignment, then a sequence of steps: calls of
 ``poll``, ``poll_arrow`` (when Arrow output is available), ``commit``, ``commit_async`` (with a
 callback), ``position``, ``committed``, ``seek_to_beginning``, ``seek_to_end``,
 ``offsets_for_times``, ``end_offsets``, ``beginning_offsets``, ``close`` and ``async for``, each in
 its own task with a timeout among 0, small, negative, NaN, inf, 1e9, None and the default,
 awaited or left running, some cancelled by the test after a small delay; pauses; and the broker
-turning up, slow (the proxy delays every chunk) or gone (connections reset, new ones refused).
-Every example ends with a close() from another task. Checked after each example:
+turning up, slow (the proxy delays every chunk), gone (connections reset, new ones refused) or
+closed (the proxy stops listening). Every example ends with a close() from another task. Checked after each example:
 
 - only documented errors reach a caller (KafkaError subclasses); a NaN or negative timeout is an
   InvalidArgumentError at once; poll() returns empty rather than raising a timeout;
@@ -24,7 +24,7 @@ Every example ends with a close() from another task. Checked after each example:
 The broker is a Tansu of this module's own that advertises a TCP proxy's port, so every connection
 passes the proxy (tests/integration/_proxied_tansu.py). Each example runs in a fresh event loop.
 
-Budget: AIOKAFKA_LITE_PROPERTY_EXAMPLES examples (default 50, under a minute when nothing fails;
+Budget: AIOKAFKA_LITE_PROPERTY_EXAMPLES examples (default 100, about a minute when nothing fails;
 shrinking a failure adds up to five minutes), derandomized so
 CI runs the same examples each time; for a longer search, e.g.
 
@@ -57,7 +57,7 @@ from aiokafka_lite.testing.helpers import create_topic, produce
 
 from ._proxied_tansu import ProxiedTansu, sockets_to
 
-EXAMPLES = int(os.environ.get("AIOKAFKA_LITE_PROPERTY_EXAMPLES", "50"))
+EXAMPLES = int(os.environ.get("AIOKAFKA_LITE_PROPERTY_EXAMPLES", "100"))
 SEED = os.environ.get("AIOKAFKA_LITE_PROPERTY_SEED")
 # Invariants not checked (names as in CHECKS, plus "commits"), to look past a known failure.
 SKIPPED = set(filter(None, os.environ.get("AIOKAFKA_LITE_PROPERTY_SKIP", "").split(",")))
@@ -108,7 +108,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Broker:
-    state: str  # up | slow | gone
+    state: str  # up | slow | gone (connections reset, new ones refused) | closed (the proxy's port closed)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self))
@@ -130,7 +130,7 @@ class Pause:
 
 @dataclass(frozen=True)
 class Example:
-    start: str  # up | slow | gone | dead (bootstrap at a port nobody listens on)
+    start: str  # as Broker.state, or dead (bootstrap at a port nobody ever listened on)
     membership: str  # subscribe | assign
     steps: tuple[Any, ...]
     final_close: Any
@@ -164,9 +164,9 @@ def calls(draw: st.DrawFn) -> Call:
     return Call(method, timeout, cancel_after, draw(st.booleans()), offset)
 
 
-steps = st.one_of(calls(), calls(), calls(), st.builds(Broker, st.sampled_from(["up", "slow", "gone"])),
+steps = st.one_of(calls(), calls(), calls(), st.builds(Broker, st.sampled_from(["up", "slow", "gone", "closed"])),
                   st.builds(Pause, st.sampled_from([0, 0.01, 0.1, 0.5])))
-examples = st.builds(Example, start=st.sampled_from(["up", "up", "slow", "gone", "dead"]),
+examples = st.builds(Example, start=st.sampled_from(["up", "up", "slow", "gone", "closed", "dead"]),
                      membership=st.sampled_from(["assign", "subscribe"]),
                      steps=st.lists(steps, min_size=1, max_size=6).map(tuple),
                      final_close=st.sampled_from(CLOSE_TIMEOUTS))
@@ -201,7 +201,8 @@ class Run:
         return f"returned {self.result!r:.80}"
 
     def __repr__(self) -> str:
-        return f"{self.call!r} -> {self.outcome()} after {(self.ended or 0) - self.started:.3f}s"
+        took = "" if self.ended is None else f" after {self.ended - self.started:.3f}s"
+        return f"{self.call!r} -> {self.outcome()}{took}"
 
 
 @dataclass
@@ -256,7 +257,7 @@ class ExampleRunner:
             if isinstance(step, Pause):
                 await asyncio.sleep(step.seconds)
             elif isinstance(step, Broker):
-                proxied.set(latency=0.2 if step.state == "slow" else 0.0, gone=step.state == "gone")
+                set_broker(proxied, step.state)
             else:
                 run = self.launch(consumer, step)
                 if step.wait:
@@ -569,6 +570,10 @@ def topic(proxied: ProxiedTansu) -> str:
     return name
 
 
+def set_broker(proxied: ProxiedTansu, state: str) -> None:
+    proxied.set(latency=0.2 if state == "slow" else 0.0, gone=state == "gone", closed=state == "closed")
+
+
 def _settings(test: Any) -> Any:
     test = settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED is None, database=None,
                     print_blob=False,
@@ -585,7 +590,7 @@ def test_every_awaitable_keeps_the_contract(proxied: ProxiedTansu, topic: str, e
         bootstrap = f"127.0.0.1:{free_port()}"
     else:
         bootstrap = proxied.bootstrap_servers
-        proxied.set(latency=0.2 if example.start == "slow" else 0.0, gone=example.start == "gone")
+        set_broker(proxied, example.start)
     group = f"properties-{uuid.uuid4().hex[:12]}"
     runner = ExampleRunner(example, bootstrap, int(bootstrap.rsplit(":", 1)[1]), topic, group)
     try:
