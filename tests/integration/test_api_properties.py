@@ -87,16 +87,18 @@ def _arrow_available() -> bool:
 
 # ------------------------------------------------------------------------------- examples
 
+class _Step:
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # Hypothesis prints steps by their repr
+        printer.text(repr(self))
+
+
 @dataclass(frozen=True)
-class Call:
+class Call(_Step):
     method: str
     timeout: Any = OMITTED
     cancel_after: float | None = None  # the test cancels the call's task after this long
     wait: bool = True  # await it (within its bound) before the next step, or leave it running
     offset: int = 0  # commit/commit_async: the offset committed; async for: how many records
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # how Hypothesis prints it
-        printer.text(repr(self))
 
     def __repr__(self) -> str:
         arg = f"{self.offset}, " if self.method in ("commit", "commit_async", "async_for") else ""
@@ -107,22 +109,16 @@ class Call:
 
 
 @dataclass(frozen=True)
-class Broker:
+class Broker(_Step):
     state: str  # up | slow | gone (connections reset, new ones refused) | closed (the proxy's port closed)
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(repr(self))
 
     def __repr__(self) -> str:
         return f"broker {self.state}"
 
 
 @dataclass(frozen=True)
-class Pause:
+class Pause(_Step):
     seconds: float
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(repr(self))
 
     def __repr__(self) -> str:
         return f"sleep({self.seconds})"
