@@ -74,16 +74,29 @@ class ProxiedTansu:
 
     def run(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (plain, or returning a coroutine) on the proxy's loop and return its result."""
+        return self._submit(fn).result(timeout=30)
+
+    async def run_async(self, fn: Callable[[], Any]) -> Any:
+        """As run(), from a coroutine: the caller's event loop goes on meanwhile."""
+        return await asyncio.wait_for(asyncio.wrap_future(self._submit(fn)), 30)
+
+    def _submit(self, fn: Callable[[], Any]) -> Any:
         assert self._loop is not None
 
         async def call() -> Any:
             result = fn()
             return await result if asyncio.iscoroutine(result) else result
-        return asyncio.run_coroutine_threadsafe(call(), self._loop).result(timeout=30)
+        return asyncio.run_coroutine_threadsafe(call(), self._loop)
 
     def set(self, *, latency: float = 0.0, gone: bool = False, closed: bool = False) -> None:
         """Up (the defaults), slow (latency per forwarded chunk), gone (every open connection
         reset, new ones refused) or closed (the proxy's port closed: connections refused by the OS)."""
+        self.run(self._setter(latency, gone, closed))
+
+    async def set_async(self, *, latency: float = 0.0, gone: bool = False, closed: bool = False) -> None:
+        await self.run_async(self._setter(latency, gone, closed))
+
+    def _setter(self, latency: float, gone: bool, closed: bool) -> Callable[[], Any]:
         assert self.proxy is not None
         proxy = self.proxy
 
@@ -97,7 +110,7 @@ class ProxiedTansu:
             if gone:
                 proxy.refuse_new()
                 proxy.reset_all()
-        self.run(apply)
+        return apply
 
     def open_links(self) -> int:
         assert self.proxy is not None
@@ -111,7 +124,7 @@ class ProxiedTansu:
                 process.stop(grace=5.0)
         finally:
             if self.proxy is not None and self._loop is not None:
-                self.run(self.proxy.stop)
+                self.run(self._wind_down)
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 assert self._thread is not None
                 self._thread.join(timeout=10)
@@ -120,6 +133,16 @@ class ProxiedTansu:
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
                 self._tmp = None
+
+    async def _wind_down(self) -> None:
+        """Stop the proxy and end every task on its loop, so no transport outlives the loop."""
+        assert self.proxy is not None
+        await self.proxy.stop()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        await asyncio.sleep(0.05)  # transports close on the next iterations
 
     def __enter__(self) -> ProxiedTansu:
         return self.start()

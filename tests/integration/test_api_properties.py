@@ -253,7 +253,7 @@ class ExampleRunner:
             if isinstance(step, Pause):
                 await asyncio.sleep(step.seconds)
             elif isinstance(step, Broker):
-                set_broker(proxied, step.state)
+                await proxied.set_async(**broker_state(step.state))
             else:
                 run = self.launch(consumer, step)
                 if step.wait:
@@ -572,8 +572,9 @@ def topic(proxied: ProxiedTansu) -> str:
     return name
 
 
-def set_broker(proxied: ProxiedTansu, state: str) -> None:
-    proxied.set(latency=0.2 if state == "slow" else 0.0, gone=state == "gone", closed=state == "closed")
+def broker_state(state: str) -> dict[str, Any]:
+    """ProxiedTansu.set()'s arguments for a drawn broker state."""
+    return {"latency": 0.2 if state == "slow" else 0.0, "gone": state == "gone", "closed": state == "closed"}
 
 
 def _settings(test: Any) -> Any:
@@ -592,7 +593,7 @@ def test_every_awaitable_keeps_the_contract(proxied: ProxiedTansu, topic: str, e
         bootstrap = f"127.0.0.1:{free_port()}"
     else:
         bootstrap = proxied.bootstrap_servers
-        set_broker(proxied, example.start)
+        proxied.set(**broker_state(example.start))
     group = f"properties-{uuid.uuid4().hex[:12]}"
     runner = ExampleRunner(example, bootstrap, int(bootstrap.rsplit(":", 1)[1]), topic, group)
     try:
