@@ -18,6 +18,7 @@ closed (the proxy stops listening). Every example ends with a close() from anoth
 - when close() returns, no task the consumer created is pending and no socket to the broker is open
   (also when the close() was cancelled: it "closes by force, then re-raises");
 - records are handed out once each, in order, from the start position, until the first seek;
+- no error is left for the event loop's exception handler ("Future exception was never retrieved");
 - a commit reported successful (commit() returned, or commit_async's callback got None) is on the
   broker: the offset the broker has is that of the last successful commit or of one made after it.
 
@@ -38,6 +39,7 @@ CHECKS, or "commits") leaves known failures unchecked to search past them.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import math
 import os
@@ -212,6 +214,7 @@ class Outcome:
     rebalances: int = 0
     hung: list[str] = field(default_factory=list)
     began: float = 0.0
+    loop_errors: list[str] = field(default_factory=list)  # what reached the loop's exception handler
 
     def explain(self, message: str) -> str:
         """`message`, then every call of the example as it went (seconds from the example's start)."""
@@ -248,6 +251,7 @@ class ExampleRunner:
         loop = asyncio.get_running_loop()
         self.own.add(asyncio.current_task())  # type: ignore[arg-type]
         self.out.began = loop.time()
+        loop.set_exception_handler(self.loop_error)
         consumer = self.consumer()
         for step in self.example.steps:
             if isinstance(step, Pause):
@@ -297,6 +301,10 @@ class ExampleRunner:
         if self.out.first_close_end < math.inf and run.call.method != "close":
             limit = min(limit, max(run.started, self.out.first_close_end))
         return limit + MARGIN
+
+    def loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """An error no one awaited ("Future exception was never retrieved", a failing callback)."""
+        self.out.loop_errors.append(f"{context.get('message')}: {context.get('exception')!r}")
 
     def earlier_commits_end(self, run: Run) -> float:
         """When the commits made before `run` had all ended (commits complete in order)."""
@@ -521,6 +529,11 @@ def _commit_succeeded(r: Run) -> bool:
     return r.callback_error is None
 
 
+def check_no_error_left_unretrieved(out: Outcome, runner: ExampleRunner) -> None:
+    if out.loop_errors:
+        raise AssertionError(out.explain(f"errors reached the event loop's exception handler: {out.loop_errors}"))
+
+
 CHECKS = {
     "documented_errors": check_only_documented_errors,
     "bad_timeouts": check_bad_timeouts_refused_at_once,
@@ -532,6 +545,7 @@ CHECKS = {
     "sockets_after_close": check_no_socket_left_after_close,
     "cancelled_close": check_cancelled_close_closed_by_force,
     "records": check_records_in_order,
+    "loop_errors": check_no_error_left_unretrieved,
 }
 
 
@@ -598,6 +612,7 @@ def test_every_awaitable_keeps_the_contract(proxied: ProxiedTansu, topic: str, e
     runner = ExampleRunner(example, bootstrap, int(bootstrap.rsplit(":", 1)[1]), topic, group)
     try:
         out = asyncio.run(runner.run(proxied))
+        gc.collect()  # a future nobody retrieved reports its error when it is collected
     finally:
         proxied.set()
     for name, check in CHECKS.items():
@@ -635,7 +650,14 @@ BROKEN = {
     "sockets_after_close": lambda: _doctored(_closed(leftover_sockets=["127.0.0.1:5->127.0.0.1:9 state 01"])),
     "cancelled_close": lambda: _doctored(_closed(error=asyncio.CancelledError(), leftover_tasks=["<Task>"])),
     "records": lambda: _doctored(delivered=(0, 1, 2, 4)),
+    "loop_errors": lambda: _loop_error(),
 }
+
+
+def _loop_error() -> tuple[Outcome, ExampleRunner]:
+    out, runner = _doctored()
+    out.loop_errors.append("Future exception was never retrieved: KafkaConnectionError('x')")
+    return out, runner
 
 
 @pytest.mark.parametrize("name", list(CHECKS))
@@ -644,6 +666,7 @@ def test_each_check_trips_on_a_broken_outcome(name: str) -> None:
     with pytest.raises(AssertionError):
         CHECKS[name](out, runner)
     out.runs.clear()
+    out.loop_errors.clear()
     out.delivered[:] = [(0.0, offset) for offset in range(5)]
     CHECKS[name](out, runner)  # and passes on a clean one
 
