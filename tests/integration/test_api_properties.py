@@ -43,6 +43,7 @@ import gc
 import itertools
 import math
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ MARGIN = 2.0  # seconds a call may overrun its bound on this loaded machine
 API_TIMEOUT = 2.0  # default_api_timeout_ms and request_timeout_ms, in seconds
 POLL_DEFAULT = 1.0
 CLOSE_DEFAULT = 30.0
+EXAMPLE_LIMIT = 120.0  # an example takes a minute at most (six steps, then close(30 s)): beyond, it hung
 
 
 class _Omitted:
@@ -215,6 +217,7 @@ class Outcome:
     hung: list[str] = field(default_factory=list)
     began: float = 0.0
     loop_errors: list[str] = field(default_factory=list)  # what reached the loop's exception handler
+    stuck: bool = False  # the example outlasted EXAMPLE_LIMIT: the watchdog cancelled it
 
     def explain(self, message: str) -> str:
         """`message`, then every call of the example as it went (seconds from the example's start)."""
@@ -249,10 +252,27 @@ class ExampleRunner:
 
     async def run(self, proxied: ProxiedTansu) -> Outcome:
         loop = asyncio.get_running_loop()
-        self.own.add(asyncio.current_task())  # type: ignore[arg-type]
+        main = asyncio.current_task()
+        assert main is not None
+        self.own.add(main)
         self.out.began = loop.time()
         loop.set_exception_handler(self.loop_error)
-        consumer = self.consumer()
+        # From another thread: a loop whose timers stopped firing cannot notice by itself.
+        watchdog = threading.Timer(EXAMPLE_LIMIT, loop.call_soon_threadsafe, (self.stuck, main))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            await self.steps(proxied, self.consumer())
+        finally:
+            watchdog.cancel()
+        return self.out
+
+    def stuck(self, main: asyncio.Task[Any]) -> None:
+        self.out.stuck = True
+        main.cancel()
+
+    async def steps(self, proxied: ProxiedTansu, consumer: Consumer) -> None:
+        loop = asyncio.get_running_loop()
         for step in self.example.steps:
             if isinstance(step, Pause):
                 await asyncio.sleep(step.seconds)
@@ -275,7 +295,6 @@ class ExampleRunner:
                 r.abandoned = True
                 r.task.cancel()
         self.out.rebalances = int(consumer.metrics().get("rebalances") or 0)
-        return self.out
 
     def bound(self, run: Run) -> float:
         """When `run` must have ended by: its own timeout, or when a close() returned (+ MARGIN)."""
@@ -612,9 +631,14 @@ def test_every_awaitable_keeps_the_contract(proxied: ProxiedTansu, topic: str, e
     runner = ExampleRunner(example, bootstrap, int(bootstrap.rsplit(":", 1)[1]), topic, group)
     try:
         out = asyncio.run(runner.run(proxied))
-        gc.collect()  # a future nobody retrieved reports its error when it is collected
+    except asyncio.CancelledError:  # the watchdog's: the example hung
+        out = runner.out
     finally:
         proxied.set()
+    gc.collect()  # a future nobody retrieved reports its error when it is collected
+    if out.stuck:
+        raise AssertionError(out.explain(f"the example did not end within {EXAMPLE_LIMIT}s: its event loop "
+                                         f"stopped running it (a NaN timer can bury the loop's other timers)"))
     for name, check in CHECKS.items():
         if name not in SKIPPED:
             check(out, runner)
