@@ -1,14 +1,15 @@
 """Property-based test of every public awaitable against the contract in shared/DESIGN.md.
 
 Hypothesis draws one consumer's life: how the broker starts (up, slow, gone, closed, or the
-bootstrap address a dead port), group subscription or manual assignment, then a sequence of steps: calls of
-``poll``, ``poll_arrow`` (when Arrow output is available), ``commit``, ``commit_async`` (with a
-callback), ``position``, ``committed``, ``seek_to_beginning``, ``seek_to_end``,
+bootstrap address a dead port), group subscription or manual assignment, then a sequence of steps:
+calls of ``poll``, ``poll_arrow`` (when Arrow output is available), ``commit``, ``commit_async``
+(with a callback), ``position``, ``committed``, ``seek_to_beginning``, ``seek_to_end``,
 ``offsets_for_times``, ``end_offsets``, ``beginning_offsets``, ``close`` and ``async for``, each in
 its own task with a timeout among 0, small, negative, NaN, inf, 1e9, None and the default,
 awaited or left running, some cancelled by the test after a small delay; pauses; and the broker
 turning up, slow (the proxy delays every chunk), gone (connections reset, new ones refused) or
-closed (the proxy stops listening). Every example ends with a close() from another task. Checked after each example:
+closed (the proxy stops listening). Every example ends with a close() from another task.
+Checked after each example:
 
 - only documented errors reach a caller (KafkaError subclasses); a NaN or negative timeout is an
   InvalidArgumentError at once; poll() returns empty rather than raising a timeout;
@@ -23,11 +24,12 @@ closed (the proxy stops listening). Every example ends with a close() from anoth
   broker: the offset the broker has is that of the last successful commit or of one made after it.
 
 The broker is a Tansu of this module's own that advertises a TCP proxy's port, so every connection
-passes the proxy (tests/integration/_proxied_tansu.py). Each example runs in a fresh event loop.
+passes the proxy (tests/integration/_proxied_tansu.py). Each example runs in a fresh event loop,
+which a watchdog thread ends if the example outlasts EXAMPLE_LIMIT (reported as a hang).
 
 Budget: AIOKAFKA_LITE_PROPERTY_EXAMPLES examples (default 100, about a minute when nothing fails;
-shrinking a failure adds up to five minutes), derandomized so
-CI runs the same examples each time; for a longer search, e.g.
+shrinking a failure adds up to five minutes), derandomized so CI runs the same examples each time;
+for a longer search, e.g.
 
     AIOKAFKA_LITE_PROPERTY_EXAMPLES=500 pytest tests/integration/test_api_properties.py
 
