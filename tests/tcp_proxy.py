@@ -98,6 +98,11 @@ class TcpProxy:
     # ------------------------------------------------------------------ faults
 
     @property
+    def listening(self) -> bool:
+        """Started and not stopped."""
+        return self._server is not None
+
+    @property
     def open_connections(self) -> int:
         return len(self._links)
 
