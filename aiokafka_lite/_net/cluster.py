@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import (
     BrokerError,
-    IllegalStateError,
+    ConsumerClosedError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -62,6 +62,7 @@ class Cluster:
         self._coordinator_conns: dict[str, Connection] = {}
         self._coordinator_locks: dict[str, asyncio.Lock] = {}
         self._retiring: set[asyncio.Task[None]] = set()
+        self._opening: set[asyncio.Task[Connection]] = set()  # Connection.open() under way: close() ends them
         self._closed = False
         # Shared by every connection opened here: a failure repeating across reconnects is said once.
         self.monitor = ConnectionMonitor()
@@ -75,7 +76,7 @@ class Cluster:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise IllegalStateError("the cluster client is closed")
+            raise ConsumerClosedError("the cluster client is closed")
 
     # ------------------------------------------------------------------ bootstrap and metadata
 
@@ -252,7 +253,7 @@ class Cluster:
         """close() ran while ``conn`` was opening: close it too rather than leak it."""
         if self._closed:
             await conn.close()
-            raise IllegalStateError("the cluster client was closed while connecting")
+            raise ConsumerClosedError("the cluster client was closed while connecting")
 
     def _usable(self, conn: Connection) -> bool:
         if conn.closed:
@@ -270,8 +271,15 @@ class Cluster:
         wait = backoff.wait_time(time.monotonic())
         if wait > 0:
             await asyncio.sleep(wait)
+        self._check_open()
+        # A task of the cluster's own, so that close() can end it: a connection that finished
+        # opening after close() returned would leave its socket and reader task behind.
+        opening = asyncio.create_task(Connection.open(host, port, self.options, node_id=node_id,
+                                                      monitor=self.monitor), name="aiokafka-lite connect")
+        self._opening.add(opening)
+        opening.add_done_callback(self._opening.discard)
         try:
-            conn = await Connection.open(host, port, self.options, node_id=node_id, monitor=self.monitor)
+            conn = await opening
         except TRANSIENT as exc:
             backoff.failed(time.monotonic())
             self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
@@ -443,7 +451,9 @@ class Cluster:
         self._pool.clear()
         self._coordinator_conns.clear()
         self._coordinators.clear()
-        closing = [asyncio.ensure_future(c.close()) for c in conns] + list(self._retiring)
+        for opening in self._opening:
+            opening.cancel()
+        closing = [asyncio.ensure_future(c.close()) for c in conns] + list(self._retiring) + list(self._opening)
         if closing:
             await asyncio.wait(closing)
 

@@ -309,7 +309,7 @@ class Consumer:
         consumed = {tp: om for tp, om in self._offsets_to_commit(None).items() if tp in owned}
         lost = not (member.is_stable or member.mid_join)
         sub.unsubscribe()
-        self._iter_buffer = deque(r for r in self._iter_buffer if TopicPartition(r.topic, r.partition) not in owned)
+        self._drop_buffered(owned)
         revocation = contextvars.copy_context()
         revocation.run(_REVOKING.set, _Revocation(self, consumed))
         self._unsubscribing = asyncio.create_task(revoke_and_leave(self._parts, member, owned, lost),
@@ -352,6 +352,8 @@ class Consumer:
             raise IllegalStateError("poll() before subscribe() or assign()")
         self._stamp_poll()
         self._polls += 1
+        if self._iter_buffer:  # fetched for an `async for` that stopped early: handed out first
+            return self._take_buffered(limit)
         try:
             with closed_not_cancelled(self._is_closed, "poll()"):
                 async with asyncio.timeout(limit_s):
@@ -532,6 +534,19 @@ class Consumer:
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._check_open()
         self._subscription.seek(tp, offset)
+        self._drop_buffered({tp})
+
+    def _take_buffered(self, limit: int) -> ConsumerRecords:
+        by_partition: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for _ in range(min(limit, len(self._iter_buffer))):
+            record = self._iter_buffer.popleft()
+            by_partition.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
+        return ConsumerRecords(by_partition)
+
+    def _drop_buffered(self, tps: set[TopicPartition]) -> None:
+        """Records of `tps` that `async for` fetched but has not handed out: no longer next."""
+        if self._iter_buffer:
+            self._iter_buffer = deque(r for r in self._iter_buffer if TopicPartition(r.topic, r.partition) not in tps)
 
     async def seek_to_beginning(self, *tps: TopicPartition, timeout: Timeout = DEFAULT) -> None:
         await self._seek_to(tps, ResetStrategy.EARLIEST, timeout)
@@ -547,6 +562,7 @@ class Consumer:
             self._subscription.state(tp)  # an unassigned partition is a misuse: raise before any change
 
         async def reset() -> None:
+            self._drop_buffered(set(targets))
             for tp in targets:
                 self._subscription.request_reset(tp, strategy)
             assert self._offsets is not None
