@@ -148,6 +148,8 @@ class Consumer:
         if attempt is None or attempt.task.done():
             if attempt is not None:
                 attempt.retrieve()  # a failed attempt: tried again below
+            if self._closed:  # a commit queued before close() must not start a fresh attempt
+                raise ConsumerClosedError("the consumer was closed before it connected")
             attempt = self._start_attempt = StartAttempt(self._start_once, self.config.default_api_timeout)
         await attempt.wait()
 
