@@ -49,7 +49,7 @@ def _parse(**options: str) -> Any:
     ({"subscribe": "a", "startingOfsets": "earliest"}, "did you mean startingOffsets"),
     ({"subscribe": "a", "minPartitions": "4"}, "minPartitions"),
     ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
-    ({"subscribe": "a", "kafka.max.poll.records": "0"}, "max_poll_records"),
+    ({"subscribe": "a", "kafka.max.poll.records": "0"}, r"max\.poll\.records=0"),  # as the user spelled it
 ])
 def test_invalid_options_name_the_option(options, named):
     with pytest.raises(ConfigError, match=named):
