@@ -149,6 +149,9 @@ class TcpProxy:
         except OSError:
             _abort_with_rst(writer)
             return
+        except asyncio.CancelledError:  # the proxy is stopping: the client's socket goes too
+            _abort_with_rst(writer)
+            raise
         self.connections += 1
         link = _Link(writer, up_writer)
         self._links.add(link)
