@@ -192,6 +192,8 @@ class Consumer:
             if graceful is not None:
                 graceful.cancel()
             await asyncio.wait({close_task})  # a second cancellation of ours ends this wait too
+            if close_task.done() and not close_task.cancelled():
+                close_task.exception()  # retrieved: this caller re-raises its cancellation instead
             raise
         if graceful is not None:
             graceful.cancel()
