@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -41,3 +42,10 @@ def decoder_in_use(name: DecoderName) -> Iterator[DecoderName]:
         yield name
     finally:
         native.use_decoder(before)
+
+
+def converted(columns: Any, key_deserializer: Any, value_deserializer: Any) -> Any:
+    """RecordColumns.converted_until_failure for records every deserializer takes: the copy."""
+    copy, bad = columns.converted_until_failure(key_deserializer, value_deserializer)
+    assert bad is None, bad
+    return copy

@@ -325,8 +325,7 @@ class Consumer:
         task = self._unsubscribing
         if task is None or self._revocation() is not None:
             return  # nothing under way, or called from inside the revocation itself
-        with closed_not_cancelled(self._is_closed, "unsubscribe()"):
-            await asyncio.wait({task})
+        await asyncio.wait({task})  # its cancellation by close() is not raised here: told apart below
         if self._unsubscribing is task:
             self._unsubscribing = None
             if task.cancelled():

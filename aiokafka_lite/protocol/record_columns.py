@@ -160,14 +160,6 @@ class RecordColumns(Sequence[ConsumerRecord]):
             return self
         return self[bisect_left(self.offsets, min_offset):]
 
-    def converted(self, key_deserializer: Callable[[Any], Any], value_deserializer: Callable[[Any], Any]
-                  ) -> RecordColumns:
-        """A copy with the keys and values passed through the deserializers; what they raise is raised."""
-        columns, bad = self.converted_until_failure(key_deserializer, value_deserializer)
-        if bad is not None:
-            raise bad.cause
-        return columns
-
     def converted_until_failure(self, key_deserializer: Callable[[Any], Any],
                                 value_deserializer: Callable[[Any], Any]) -> tuple[RecordColumns, BadRecord | None]:
         """A copy with the keys and values passed through the deserializers, column by column.

@@ -23,7 +23,7 @@ from aiokafka_lite.protocol.record_columns import RecordColumns
 from aiokafka_lite.protocol.records import PartitionRecords, RecordBatch, iter_batches
 from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
 from aiokafka_lite.protocol.records_v2 import LOG_OVERHEAD
-from tests.decoders import require_native
+from tests.decoders import converted, require_native
 from tests.unit.test_records_parity import corpus, damaged
 
 pa = pytest.importorskip("pyarrow")
@@ -155,7 +155,7 @@ def test_slices_keep_the_raw_source() -> None:
     assert len(empty) == 0
     assert empty.values == []
     assert chunk[::2].values == [bytes([i]) for i in range(0, 10, 2)]  # a step: made, then sliced
-    assert chunk.converted(lambda k: k, bytes.hex).values == [bytes([i]).hex() for i in range(10)]
+    assert converted(chunk, lambda k: k, bytes.hex).values == [bytes([i]).hex() for i in range(10)]
     assert chunk[3].value == b"\x03"
 
 

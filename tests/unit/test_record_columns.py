@@ -11,6 +11,7 @@ from aiokafka_lite.protocol.record_columns import RecordChunks, RecordColumns
 from aiokafka_lite.protocol.records import PartitionRecords, decode_records, iter_batches
 from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
 from aiokafka_lite.structs import ConsumerRecord, ConsumerRecords, TopicPartition
+from tests.decoders import converted
 
 pytestmark = pytest.mark.usefixtures("record_decoder")
 
@@ -54,7 +55,7 @@ def test_columns_build_equal_records_each_time_and_slice_as_columns() -> None:
     assert isinstance(part, RecordColumns)
     assert list(part) == first[3:6]
     assert list(columns.from_offset(57)) == first[7:]
-    assert list(columns.converted(bytes.upper, len)) == [r._replace(key=r.key.upper(), value=len(r.value))
+    assert list(converted(columns, bytes.upper, len)) == [r._replace(key=r.key.upper(), value=len(r.value))
                                                         for r in first]
 
 

@@ -20,7 +20,7 @@ from aiokafka_lite.protocol.record_columns import RecordChunks, RecordColumns
 from aiokafka_lite.protocol.records import iter_batches
 from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
 from aiokafka_lite.structs import ConsumerRecord, ConsumerRecords, TopicPartition
-from tests.decoders import require_native
+from tests.decoders import converted, require_native
 
 pytestmark = pytest.mark.usefixtures("record_decoder")
 
@@ -108,11 +108,11 @@ def test_from_offset_and_converted_columns_holding_any_objects() -> None:
     columns = decoded([RecordSpec(b"k%d" % i, b"v%d" % i) for i in range(10)], base_offset=10)
     assert_same(columns.from_offset(14))
     marker = object()
-    converted = columns.converted(lambda key: {"key": key}, lambda value: [value, marker, None])
-    records = assert_same(converted)
+    copy = converted(columns, lambda key: {"key": key}, lambda value: [value, marker, None])
+    records = assert_same(copy)
     assert records[1].key == {"key": b"k1"}
     assert records[1].value[1] is marker
-    assert_same(columns.converted(lambda key: None, len))
+    assert_same(converted(columns, lambda key: None, len))
 
 
 def test_empty_columns_and_columns_of_records() -> None:
