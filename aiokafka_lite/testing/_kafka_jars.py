@@ -7,6 +7,9 @@ processes (pytest-xdist, two terminals) from downloading into the same directory
 A cache is complete when it has the marker *and* every artifact in ``REQUIRED_JARS``: when the pom
 gains an artifact (``kafka-tools`` was added for the Java ``VerifiableConsumer``), caches made
 before then are resolved again on next use instead of failing with a missing class.
+
+The first download (some 65 MB with Maven's own plugins, a quarter of a minute to a minute) tells its
+progress on stderr (see _download_progress); a complete cache is used without a word.
 """
 
 from __future__ import annotations
@@ -15,11 +18,16 @@ import fcntl
 import os
 import shutil
 import subprocess
+import sys
+import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import TextIO
 
+from aiokafka_lite.testing._download_progress import DownloadProgress, is_transfer_line
 from aiokafka_lite.testing._process import BrokerUnavailable
 
 CACHE_ENV = "AIOKAFKA_LITE_CACHE"
@@ -37,10 +45,18 @@ def cache_root() -> Path:
     return root
 
 
+# What to install when a tool is not on PATH.
+HOW_TO_GET = {
+    "java": "install a Java 17+ runtime (e.g. apt-get install openjdk-17-jre-headless, or Temurin 17)",
+    "mvn": "install Apache Maven (e.g. apt-get install maven)",
+}
+
+
 def require_tool(name: str, purpose: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise BrokerUnavailable(f"`{name}` is not on PATH; it is needed to {purpose}")
+        hint = f": {HOW_TO_GET[name]}" if name in HOW_TO_GET else ""
+        raise BrokerUnavailable(f"`{name}` is not on PATH; it is needed to {purpose}{hint}")
     return path
 
 
@@ -54,8 +70,9 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def kafka_jars(version: str, *, timeout: float = 900.0) -> Path:
-    """The directory holding every runtime jar of Kafka ``version``; downloads it on first use."""
+def kafka_jars(version: str, *, timeout: float = 900.0, progress: TextIO | None = None) -> Path:
+    """The directory holding every runtime jar of Kafka ``version``; downloads it on first use,
+    telling ``progress`` (default: ``sys.stderr`` as it is at the call, so pytest captures it)."""
     root = cache_root()
     target = root / f"kafka-{version}"
     if _is_complete(target, version):
@@ -63,7 +80,7 @@ def kafka_jars(version: str, *, timeout: float = 900.0) -> Path:
     with _file_lock(root / f"kafka-{version}.lock"):
         if _is_complete(target, version):  # another process finished while we waited
             return target
-        _download(version, target, timeout)
+        _download(version, target, timeout, sys.stderr if progress is None else progress)
     return target
 
 
@@ -76,25 +93,59 @@ def _is_complete(directory: Path, version: str) -> bool:
     return (directory / _MARKER).exists() and not missing_jars(directory, version)
 
 
-def _download(version: str, target: Path, timeout: float) -> None:
+def _download(version: str, target: Path, timeout: float, stream: TextIO) -> None:
     mvn = require_tool("mvn", f"download the Kafka {version} jars from Maven Central")
     staging = target.with_name(f"{target.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
+    progress = DownloadProgress(f"Apache Kafka {version}'s jars from Maven Central", stream)
     pom = resources.files("aiokafka_lite.testing").joinpath("kafka/pom.xml")
     with resources.as_file(pom) as pom_path:
-        argv = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(pom_path),
+        # Not -q: the "Downloaded from" lines are the progress. -B keeps them one per file.
+        argv = [mvn, "-B", "-Dstyle.color=never", "-f", str(pom_path),
                 f"-Dkafka.version={version}", "dependency:copy-dependencies",
                 f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        progress.start(str(target))
+        returncode, timed_out, tail = _run_maven(argv, progress, timeout)
     missing = missing_jars(staging, version)
-    if result.returncode != 0 or missing:
+    progress.finish(ok=returncode == 0 and not missing)
+    if returncode != 0 or missing:
         shutil.rmtree(staging, ignore_errors=True)
+        why = f"timed out after {timeout:.0f} s" if timed_out else f"exit {returncode}"
         raise BrokerUnavailable(
-            f"could not download Kafka {version} with Maven (exit {result.returncode}"
-            f"{', missing ' + ', '.join(missing) if missing else ''}):\n"
-            f"{(result.stdout + result.stderr)[-3000:]}")
+            f"could not download Kafka {version} with Maven ({why}"
+            f"{', missing ' + ', '.join(missing) if missing else ''}):\n{''.join(tail)[-3000:]}")
     (staging / _MARKER).write_text(version + "\n")
     _replace(target, staging)
+
+
+def _run_maven(argv: list[str], progress: DownloadProgress, timeout: float) -> tuple[int, bool, list[str]]:
+    """Run Maven, feeding each output line to ``progress``: (exit code, whether it was killed for
+    ``timeout``, its last lines other than per-file transfers, for an error report)."""
+    tail: deque[str] = deque(maxlen=60)
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as proc:
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                progress.feed(line)
+                if not is_transfer_line(line):
+                    tail.append(line)
+            returncode = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:  # interrupted (Ctrl-C): leave no Maven behind, no counter on the line
+                proc.kill()
+                proc.wait()
+                progress.finish(ok=False)
+    return returncode, killed.is_set(), list(tail)
 
 
 def _replace(target: Path, staging: Path) -> None:
