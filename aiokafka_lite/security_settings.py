@@ -40,7 +40,7 @@ def java_only_hint(key: str, spell: Spell, dotted: bool) -> str | None:
                 f"keystore: set {spell('ssl_certfile')} and {spell('ssl_keyfile')} (and {key_password} "
                 "for an encrypted key; a keystore of type PEM, key and chain in one file, is "
                 f"{spell('ssl_certfile')} alone); from PKCS12: openssl pkcs12 -in keystore.p12 "
-                "-nokeys -out client.pem, and -nocerts -nodes -out client.key (JKS first: keytool "
+                "-clcerts -nokeys -out client.pem, and -nocerts -nodes -out client.key (JKS first: keytool "
                 "-importkeystore -srckeystore keystore.jks -destkeystore keystore.p12 -deststoretype PKCS12)")
     if key == "sasl.jaas.config":
         user, password = (("sasl.username", "sasl.password") if dotted
