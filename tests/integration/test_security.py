@@ -399,6 +399,29 @@ async def test_the_mtls_listener_refuses_a_client_without_a_certificate(secure_k
         await _start_and_list_topics(consumer)
 
 
+# ---------------------------------------------------------------- unused settings, on the CLI
+
+@pytest.mark.asyncio
+async def test_the_cli_says_an_unused_setting_once(tansu_broker: Any, unique_topic: str,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """`consume --from latest` also asks whether the broker is Tansu: from the same settings, so the
+    WARNING about ssl.ca.location under PLAINTEXT comes once, not once per settings object built."""
+    import io
+
+    from aiokafka_lite.cli_consume import consume
+
+    create_topic(tansu_broker, unique_topic, partitions=1)
+    caplog.set_level(logging.WARNING)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(3.0, stop.set)
+    await consume(unique_topic, tansu_broker.bootstrap_servers, group=None, start="latest",
+                  output_format="text", max_records=1, stop=stop, out=io.StringIO(),
+                  properties={"ssl.ca.location": "ca.pem"})
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == ["ssl.ca.location is set but unused: security.protocol='PLAINTEXT' uses neither TLS "
+                      "nor SASL; security.protocol='SSL' would use it"]
+
+
 # ---------------------------------------------------------------- Tansu
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
