@@ -17,7 +17,6 @@ from . import Consumer
 from ._net.broker_identity import config_is_tansu
 from .cli_format import record_json, record_text
 from .cli_run import EXIT_KAFKA_ERROR, EXIT_OK, first_of, run_command
-from .config import ConsumerConfig
 from .testing.tansu import DEVIATIONS
 
 # poll() returns at least this often, so Ctrl-C is noticed within about this long.
@@ -57,7 +56,7 @@ async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, 
     try:
         if not await first_of(consumer.start(), stop):
             return EXIT_OK
-        if start == "latest" and await config_is_tansu(ConsumerConfig.from_properties(settings)):
+        if start == "latest" and await config_is_tansu(consumer.config):
             print(tansu_latest_note(), file=sys.stderr)
         if group is not None:
             consumer.subscribe([topic])

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, overload
 
 from aiokafka_lite.errors import ConfigError
+from aiokafka_lite.security_settings import java_only_hint, unused_security_settings
 
 __all__ = ["KNOWN_ASSIGNORS", "SETTINGS_TABLE", "ConsumerConfig", "Deserializer", "SettingRow",
            "settings_table"]
@@ -485,9 +486,15 @@ class ConsumerConfig:
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> ConsumerConfig:
-        """Settings by their snake_case names; unknown names raise with a suggestion."""
+        """Settings by their snake_case names; unknown names raise with a suggestion.
+
+        ssl_* / sasl_* settings that the security_protocol does not use are logged once, as a
+        WARNING naming them and the protocol that would use them."""
         for name in kwargs:
             if name not in _FIELD_NAMES:
+                hint = java_only_hint(name.replace("_", "."), _n, dotted=False)
+                if hint is not None:
+                    raise ConfigError(f"unsupported setting {name!r}: {hint}")
                 raise _unknown(name, _FIELD_NAMES, "setting")
         settings = dict(kwargs)
         if isinstance(settings.get("group_protocol"), str) \
@@ -499,6 +506,10 @@ class ConsumerConfig:
             auto, group = _n("enable_auto_commit"), _n("group_id")
             raise ConfigError(f"invalid {auto}=True: commits need a group, and {group} is None; "
                               f"set {group} or leave {auto} unset/False")
+        unused = unused_security_settings(
+            config.security_protocol, (n for n in _FIELD_NAMES if settings.get(n) is not None), _n)
+        if unused is not None:
+            log.warning("%s", unused)
         return config
 
     @classmethod
@@ -636,6 +647,9 @@ def _property_field(key: str) -> str:
     """The field a dotted property sets; unknown or unsupported ones raise."""
     if key == _HOSTNAME_CHECK_PROPERTY:
         return "ssl_check_hostname"
+    hint = java_only_hint(key, _n, dotted=True)
+    if hint is not None:
+        raise ConfigError(f"unsupported setting {key!r}: {hint}")
     if key in _UNSUPPORTED_PROPERTIES or key.startswith(_UNSUPPORTED_PREFIXES):
         raise ConfigError(f"unsupported setting {key!r}: a Java consumer setting aiokafka-lite does "
                           "not support")

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .options import ConnectionOptions
 
 UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
 
 
 class SaslMechanism(Protocol):
@@ -184,10 +185,22 @@ def _handshake(version_for: Callable[[Api], int], peer: str, name: str) -> Excha
     if version < 1:
         raise AuthenticationError(f"{peer} supports only SaslHandshake v0 (raw SASL tokens)")
     response = yield (SASL_HANDSHAKE, version, {"mechanism": name})
-    code = response["error_code"]
+    code, offered = response["error_code"], list(response["mechanisms"] or ())
+    if code == UNSUPPORTED_SASL_MECHANISM and name in offered:
+        # The mechanisms list should be what the listener enables; a broker that names the one it
+        # refuses leaves nothing to choose (Tansu without --authentication echoes the request).
+        raise AuthenticationError(
+            f"{peer} refused SASL mechanism {name} (UNSUPPORTED_SASL_MECHANISM) though its answer lists "
+            f"{', '.join(offered)} as enabled; contradicting itself, it leaves no mechanism to choose: check "
+            "that the broker has SASL authentication enabled on this listener")
     if code == UNSUPPORTED_SASL_MECHANISM:
-        offered = ", ".join(response["mechanisms"] or ()) or "none"
-        raise AuthenticationError(f"{peer} does not enable SASL mechanism {name}; it offers: {offered}")
+        raise AuthenticationError(f"{peer} does not enable SASL mechanism {name}; it offers: "
+                                  f"{', '.join(offered) or 'none'}")
+    if code == ILLEGAL_SASL_STATE:
+        # Apache Kafka's answer to a SaslHandshake on a listener without SASL.
+        raise AuthenticationError(f"{peer} takes no SASL on this listener (its SaslHandshake answer: "
+                                  "ILLEGAL_SASL_STATE); for a PLAINTEXT or SSL listener, set "
+                                  "security_protocol to PLAINTEXT or SSL")
     if code:
         raise AuthenticationError(_failure(peer, None, code, None))
 

@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite._net.connection import Connection
+from aiokafka_lite._net.options import ConnectionOptions
+from aiokafka_lite._net.sasl import UNSUPPORTED_SASL_MECHANISM
 from aiokafka_lite.cli_groups import describe_group
+from aiokafka_lite.protocol.messages import SASL_HANDSHAKE
 from aiokafka_lite.testing.helpers import create_topic, produce, produce_transactional
 from aiokafka_lite.testing.tansu import DEVIATIONS
 
@@ -116,12 +120,25 @@ async def lazy_session_expiry(broker: Any, topic: str) -> tuple[bool, str]:
     return True, "member still listed 8 s after the crash"
 
 
+async def sasl_handshake(broker: Any, topic: str) -> tuple[bool, str]:
+    """Asked for PLAIN, does the broker refuse it while listing PLAIN as enabled?"""
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    conn = await Connection.open(host, int(port), ConnectionOptions(), timeout=10.0)
+    try:
+        answer = await conn.send(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, timeout=10.0)
+    finally:
+        await conn.close()
+    refused = answer["error_code"] == UNSUPPORTED_SASL_MECHANISM
+    return refused and "PLAIN" in answer["mechanisms"], f"SaslHandshake(PLAIN): {answer}"
+
+
 CHECKS: dict[str, Check] = {
     "list_offsets_latest": list_offsets_latest,
     "list_offsets_timestamp": list_offsets_timestamp,
     "join_delay": join_delay,
     "read_committed": read_committed,
     "lazy_session_expiry": lazy_session_expiry,
+    "sasl_handshake": sasl_handshake,
 }
 
 
