@@ -259,6 +259,8 @@ def run_describe(group_id: str, bootstrap: str, *, output_format: str) -> int:
             raise KafkaError(f"group {group_id!r} has member data that is not the consumer protocol: {exc}") from exc
         except KafkaError:
             raise
+        except TimeoutError as exc:  # a deadline no step mapped: still one line
+            raise KafkaTimeoutError(f"describing group {group_id!r} did not complete in time") from exc
         except Exception as exc:  # whatever it is, the user gets one line, not a traceback
             raise KafkaError(f"describing group {group_id!r} failed: {type(exc).__name__}: {exc}") from exc
         view = views[0]
