@@ -7,20 +7,37 @@
     aiokafka-lite --version     (also says which record decoder runs: native or python)
 
 Each command exits 0 on success and on Ctrl-C (after closing what it opened), 1 on a Kafka error
-(with a one-line message on stderr, no traceback) and 2 on a usage error.
+(with a one-line message on stderr, no traceback) and 2 on a usage error (one line on stderr too): a
+bad option, or a bad -X setting or -b address (any ConfigError), found before connecting.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from typing import NoReturn
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error said in one line (with where to read the usage) rather than the
+    usage block and the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _usage_error(message: str) -> int:
+    print(f"aiokafka-lite: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="aiokafka-lite", description="asyncio Kafka consumer tools",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # --version: one line
+    parser = _Parser(prog="aiokafka-lite", description="asyncio Kafka consumer tools",
+                     formatter_class=argparse.RawDescriptionHelpFormatter)  # --version: one line
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -53,15 +70,48 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _properties(pairs: list[str]) -> dict[str, str] | None:
-    """``["a.b=1", ...]`` as a dict; None (after saying why on stderr) when one has no ``=``."""
+def _properties(pairs: list[str]) -> dict[str, str] | str:
+    """``["a.b=1", ...]`` as a dict, or what is wrong with one of them."""
+    from .cli_consume import OPTION_FOR_SETTING
+
     properties: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
+        name = name.strip()
         if not sep or not name:
-            print(f"aiokafka-lite: -X expects NAME=VALUE, got {pair!r}", file=sys.stderr)
-            return None
-        properties[name.strip()] = value.strip()
+            return f"-X expects NAME=VALUE, got {pair!r}"
+        option = OPTION_FOR_SETTING.get(name.replace("_", "."))
+        if option is not None:
+            return f"-X {name}: give it as {option}"
+        if name in properties:
+            return f"-X {name} given twice"
+        properties[name] = value.strip()
+    return properties
+
+
+def _checked_properties(args: argparse.Namespace) -> str | dict[str, str]:
+    """The -X settings, or what makes the command line unusable (checked before connecting)."""
+    from .cli_consume import consumer_settings
+    from .config import ConsumerConfig
+    from .errors import ConfigError
+
+    if args.max is not None and args.max < 1:
+        return "--max must be at least 1"
+    if args.group == "":
+        return "--group must not be empty (leave it out to read without a group)"
+    properties = _properties(args.property)
+    if isinstance(properties, str):
+        return properties
+    # Only checked here: the consumer built from the same settings says what they leave unused.
+    config_log = logging.getLogger("aiokafka_lite.config")
+    config_log.disabled = True
+    try:
+        ConsumerConfig.from_properties(consumer_settings(args.bootstrap_server, group=args.group,
+                                                         start=args.start, properties=properties))
+    except ConfigError as exc:
+        return str(exc)
+    finally:
+        config_log.disabled = False
     return properties
 
 
@@ -77,22 +127,27 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "consume":
-        if args.max is not None and args.max < 1:
-            print("aiokafka-lite: --max must be at least 1", file=sys.stderr)
-            return 2
-        properties = _properties(args.property)
-        if properties is None:
-            return 2
+        properties = _checked_properties(args)
+        if isinstance(properties, str):
+            return _usage_error(properties)
         from .cli_consume import run_consume
         return run_consume(args.topic, args.bootstrap_server, group=args.group, start=args.start,
                            output_format=args.format, max_records=args.max, properties=properties)
     if args.command == "groups":
-        from .cli_groups import run_describe
+        from .cli_groups import describe_config, run_describe
+        from .errors import ConfigError
+
+        if not args.group:
+            return _usage_error("GROUP must not be empty")
+        try:
+            describe_config(args.bootstrap_server)
+        except ConfigError as exc:
+            return _usage_error(str(exc))
         return run_describe(args.group, args.bootstrap_server, output_format=args.format)
     if args.command == "demo":
         from .demo import main as run_demo
         return run_demo(args.broker, view=args.view)
-    return 2
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def test_consume_exits_cleanly_on_ctrl_c(tansu_broker, unique_topic):
 
 def test_consume_rejects_an_unknown_setting(tansu_broker, unique_topic):
     done = run_cli("consume", unique_topic, "-b", tansu_broker.bootstrap_servers, "-X", "session.timeout.mss=1")
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error (docs/cli.md)
     assert "session.timeout.mss" in done.stderr or "session_timeout_mss" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -280,3 +281,40 @@ def test_live_view_table_shows_each_member():
         assert cell in a_line
     for cell in ("UNJOINED", "3.4 s", "stopped", " 40 "):
         assert cell in b_line
+
+
+@pytest.mark.asyncio
+async def test_groups_describe_on_tansu_marks_what_the_broker_did_not_report(tansu_broker, unique_topic, unique_group):
+    bootstrap = tansu_broker.bootstrap_servers
+    create_topic(tansu_broker, unique_topic, partitions=1)
+    produce(tansu_broker, unique_topic, [("k", "v")])
+    consumer = Consumer(unique_topic, bootstrap_servers=bootstrap, group_id=unique_group, client_id="billing-1",
+                        auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                        heartbeat_interval_ms=1000)
+    async with consumer:
+        await poll_until(consumer, lambda got: len(got) >= 1)
+        await consumer.commit()
+        async with Poller(consumer):  # a live member while the CLI looks
+            outputs = []
+            for extra in (["--format", "json"], []):
+                proc = await asyncio.create_subprocess_exec(
+                    *CLI, "groups", "describe", unique_group, "-b", bootstrap, *extra,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=ENV)
+                out, err = await asyncio.wait_for(proc.communicate(), 60)
+                assert proc.returncode == 0, err.decode()
+                outputs.append(out.decode())
+    view, text = json.loads(outputs[0]), outputs[1]
+    # Tansu 0.6 answers DescribeGroups with the member's client id, host, metadata and assignment
+    # and the group's protocol empty: not reported, rather than blank or "no subscription".
+    assert view["group_type"] == "classic"
+    assert view["protocol"] is None
+    [member] = view["members"]
+    assert (member["client_id"], member["client_host"], member["subscription"], member["assignment"]) == (
+        None, None, None, None)
+    assert view["notes"][0].startswith("? marks what the broker did not report")
+    [row] = view["partitions"]
+    assert (row["committed"], row["member_id"], row["owner_known"]) == (1, None, False)
+    assert f"group {unique_group}: state Stable, protocol consumer/?, 1 member(s)" in text
+    assert f"{member['member_id']}  ?  ?  -  ?  ?\n" in text
+    assert re.search(rf"^{unique_topic}  0  1  \S+  \S+  \?$", text, re.MULTILINE), text  # owner unknown
+    assert "\n? marks what the broker did not report" in text

@@ -99,6 +99,56 @@ def test_other_errors_are_reported_not_retried_with_describe_groups():
 
 def test_describe_groups_errors_after_the_fallback_are_reported():
     cluster = FakeCluster(ConsumerGroupDescribe={"group_id": "g", "error_code": 69},
-                          DescribeGroups={"group_id": "g", "error_code": 69, "group_state": "Dead"})
-    with pytest.raises(BrokerError, match=r"GROUP_ID_NOT_FOUND.*DescribeGroups 'g'"):
+                          DescribeGroups={"group_id": "g", "error_code": 30, "group_state": ""})
+    with pytest.raises(BrokerError, match=r"GROUP_AUTHORIZATION_FAILED.*DescribeGroups 'g'"):
         _members(cluster)
+
+
+NEVER_SEEN_BY_TANSU = {  # Tansu 0.6's answers about a group it never saw (nor its offsets)
+    "ConsumerGroupDescribe": {"group_id": "g", "group_state": "Empty", "group_epoch": -1, "assignment_epoch": -1,
+                              "assignor_name": "", "members": []},
+    "DescribeGroups": {"group_id": "g", "group_state": "Empty", "protocol_type": "", "protocol_data": "",
+                       "members": []},
+}
+
+
+@pytest.mark.parametrize("answers", [
+    pytest.param({"ConsumerGroupDescribe": {"group_id": "g", "error_code": 69},
+                  "DescribeGroups": {"group_id": "g", "error_code": 69, "group_state": "Dead"}},
+                 id="kafka-GROUP_ID_NOT_FOUND-twice"),
+    pytest.param({"ConsumerGroupDescribe": UnsupportedVersionError("no ConsumerGroupDescribe here"),
+                  "DescribeGroups": {"group_id": "g", "group_state": "Dead", "protocol_type": "", "members": []}},
+                 id="older-kafka-Dead"),
+    pytest.param(NEVER_SEEN_BY_TANSU, id="tansu-epoch-minus-1-and-no-protocol-type"),
+])
+def test_a_group_the_broker_does_not_know_is_not_known(answers):
+    # As Java's admin client: GROUP_ID_NOT_FOUND from both APIs, or a Dead classic group.
+    group = _members(FakeCluster(**answers))
+    assert group.known is False
+    assert group.members == []
+
+
+def test_an_empty_group_that_had_members_is_known():
+    answers = {"ConsumerGroupDescribe": {"group_id": "g", "error_code": 69},
+               "DescribeGroups": {"group_id": "g", "group_state": "Empty", "protocol_type": "consumer",
+                                  "protocol_data": "", "members": []}}
+    assert _members(FakeCluster(**answers)).known is True
+
+
+def test_what_tansu_leaves_empty_in_a_classic_member_is_not_reported():
+    answers = {**NEVER_SEEN_BY_TANSU, "DescribeGroups": {
+        "group_id": "g", "group_state": "Stable", "protocol_type": "consumer", "protocol_data": "",
+        "members": [{"member_id": "m-1", "client_id": "", "client_host": "", "member_metadata": b"",
+                     "member_assignment": b""}]}}
+    group = _members(FakeCluster(**answers))
+    assert (group.group_type, group.known, group.assignor) == ("classic", True, None)
+    [member] = group.members
+    assert (member.client_id, member.client_host, member.subscription, member.assignment) == (None, None, None, None)
+
+
+def test_an_empty_assignment_while_rebalancing_is_an_empty_assignment():
+    answers = {"ConsumerGroupDescribe": {"group_id": "g", "error_code": 69}, "DescribeGroups": {
+        **CLASSIC_GROUP, "group_state": "CompletingRebalance",
+        "members": [{**CLASSIC_GROUP["members"][0], "member_assignment": b""}]}}  # type: ignore[index]
+    [member] = _members(FakeCluster(**answers)).members
+    assert (member.client_id, member.subscription, member.assignment) == ("c", ["t"], [])
