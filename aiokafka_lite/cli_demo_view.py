@@ -34,7 +34,10 @@ NOT_A_MEMBER = frozenset({"UNJOINED", "LEAVING", "FAILED", "CLOSED"})
 
 
 def member_row(name: str, consumer: Consumer, *, polling: bool, consumed: int) -> MemberRow:
-    return row_of(name, consumer.metrics(), consumer.assignment(), polling=polling, consumed=consumed)
+    figures = consumer.metrics()
+    # assignment() of a closed consumer raises ConsumerClosedError; a closed member owns nothing.
+    assignment = set() if figures.get("closed") else consumer.assignment()
+    return row_of(name, figures, assignment, polling=polling, consumed=consumed)
 
 
 def row_of(name: str, m: dict[str, Any], assignment: Iterable[TopicPartition], *, polling: bool,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import Consumer
-from .cli_demo_view import DemoView, PlainView, make_view, member_row
+from .cli_demo_view import DemoView, MemberRow, PlainView, make_view, member_row
 from .cli_run import first_of
 from .testing.apache_kafka import ApacheKafkaBroker
 from .testing.helpers import create_topic, produce
@@ -181,10 +181,14 @@ async def story(view: DemoView, a: Member, b: Member, join_round: str) -> None:
                "(B re-read what A had not committed: at-least-once)")
 
 
+def rows(members: list[Member]) -> list[MemberRow]:
+    return [member_row(m.name, m.consumer, polling=m.polling, consumed=m.consumed) for m in members]
+
+
 async def refresh_forever(view: DemoView, members: list[Member]) -> None:
     while True:
         await asyncio.sleep(view.refresh_seconds)
-        view.refresh([member_row(m.name, m.consumer, polling=m.polling, consumed=m.consumed) for m in members])
+        view.refresh(rows(members))
 
 
 async def run_demo(bootstrap: str, view: DemoView, stop: asyncio.Event, broker_kind: str = "tansu") -> bool:
@@ -203,6 +207,7 @@ async def run_demo(bootstrap: str, view: DemoView, stop: asyncio.Event, broker_k
         for member in (a, b):
             await member.stop_polling()
             await member.consumer.close(timeout=10.0)
+        view.refresh(rows([a, b]))  # the last frame shows both members closed
 
 
 async def _main_with_signals(bootstrap: str, view: DemoView, broker_kind: str) -> bool:

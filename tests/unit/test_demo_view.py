@@ -8,6 +8,7 @@ import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite.cli_demo_view import MemberRow, PlainView, member_row
+from aiokafka_lite.errors import ConsumerClosedError
 
 rich_console = pytest.importorskip("rich.console")
 
@@ -45,6 +46,16 @@ def test_a_member_out_of_the_group_shows_no_partitions():
     for state in ("UNJOINED", "LEAVING", "FAILED"):
         assert row(state, [0, 1]).partitions == "-", state
     assert row("STABLE", [1, 0]).partitions == "0,1"
+
+
+def test_a_closed_member_shows_closed_and_no_partitions():
+    class ClosedConsumer(ConsumerFigures):
+        def assignment(self) -> set[TopicPartition]:
+            raise ConsumerClosedError("the consumer is closed")
+
+    figures = {"closed": True, "group_state": "STABLE", "generation_id": 2, "heartbeats_sent": 31}
+    closed = member_row("B", cast(Consumer, ClosedConsumer(figures, set())), polling=False, consumed=5000)
+    assert (closed.state, closed.partitions) == ("CLOSED", "-")
 
 
 def test_an_unjoined_member_in_the_live_table_has_no_partitions():
