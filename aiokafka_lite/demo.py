@@ -121,7 +121,9 @@ async def watchdog_step(view: DemoView, a: Member, b: Member, join_round: str) -
         return (m.get("poll_interval_lapses") or 0) > lapses_before
 
     await a.stop_polling()
-    await wait_for(watchdog_fired)
+    if not await wait_for(watchdog_fired):
+        view.event(f"A's watchdog did not leave within {SETTLE_SECONDS:.0f} s")
+        return
     # The consumer's own clocks: when it last polled, and how late after the deadline it left.
     left_at = time.monotonic()
     since_poll = a.figure("seconds_since_last_poll") or 0.0
