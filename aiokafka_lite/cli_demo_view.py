@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from . import Consumer
+from . import Consumer, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -27,10 +28,24 @@ class MemberRow:
     consumed: int
 
 
+# States in which a member holds no partitions in the group, whatever its assignment() still
+# lists (after a poll-deadline lapse the consumer keeps it until the next poll() revokes it).
+NOT_A_MEMBER = frozenset({"UNJOINED", "LEAVING", "FAILED", "CLOSED"})
+
+
 def member_row(name: str, consumer: Consumer, *, polling: bool, consumed: int) -> MemberRow:
-    m = consumer.metrics()
-    partitions = ",".join(str(tp.partition) for tp in sorted(consumer.assignment())) or "-"
+    figures = consumer.metrics()
+    # assignment() of a closed consumer raises ConsumerClosedError; a closed member owns nothing.
+    assignment = set() if figures.get("closed") else consumer.assignment()
+    return row_of(name, figures, assignment, polling=polling, consumed=consumed)
+
+
+def row_of(name: str, m: dict[str, Any], assignment: Iterable[TopicPartition], *, polling: bool,
+           consumed: int) -> MemberRow:
+    """A member's row from its ``metrics()`` snapshot and ``assignment()``."""
     state = "CLOSED" if m.get("closed") else str(m.get("group_state", "?"))
+    owned = [] if state in NOT_A_MEMBER else sorted(assignment)
+    partitions = ",".join(str(tp.partition) for tp in owned) or "-"
     return MemberRow(name, state, m.get("generation_id"), partitions, int(m.get("heartbeats_sent") or 0),
                      m.get("seconds_since_last_poll"), polling, consumed)
 
@@ -97,7 +112,7 @@ class LiveView:
         self.console.print(f"[dim]{_clock()}[/dim] {text}", highlight=False)
 
     def refresh(self, rows: list[MemberRow]) -> None:
-        self.live.update(_table(rows))
+        self.live.update(member_table(rows))
 
     def log_handler(self) -> logging.Handler:
         from rich.logging import RichHandler
@@ -108,13 +123,17 @@ class LiveView:
         self.live.stop()
 
 
-def _table(rows: list[MemberRow]) -> Any:
+COLUMNS = ("member", "state", "gen", "partitions", "beats", "last poll", "polling", "records")
+
+
+def member_table(rows: list[MemberRow]) -> Any:
     from rich.table import Table
 
     table = Table(title="consumer group demo-billing", title_justify="left")
-    for column in ("member", "state", "gen", "partitions", "heartbeats", "last poll", "polling",
-                   "records"):
-        table.add_column(column, justify="right" if column in {"gen", "heartbeats", "records"} else "left")
+    # Headers stay whole at 80 columns: the widest values (UNJOINED, 0,1,2,3, "123.4 s") fit under them.
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if column in {"gen", "beats", "records"} else "left",
+                         no_wrap=True, min_width=len(column))
     for row in rows:
         since = "-" if row.seconds_since_poll is None else f"{row.seconds_since_poll:5.1f} s"
         colour = {"STABLE": "green", "JOINING": "yellow", "SYNCING": "yellow"}.get(row.state, "red")

@@ -1,8 +1,10 @@
-"""`aiokafka-lite demo`: KIP-62 live, on an embedded Tansu broker (no Java needed).
+"""`aiokafka-lite demo`: KIP-62 live, on an embedded broker (Tansu by default, no Java needed).
 
-Two members share a group. Member A then stops polling: its poll-deadline watchdog leaves the
-group at max_poll_interval_ms and B takes over everything, long before session_timeout_ms. A
-polls again and rejoins. Finally B closes and hands its partitions to A at once.
+Two members share a group. Member A then stops polling: its heartbeats go on from the background
+task, so the broker keeps it; at max_poll_interval_ms its poll-deadline watchdog sends LeaveGroup and
+B takes over everything. A polls again and rejoins. Finally B closes (commit + LeaveGroup) and A
+gets its partitions. Each step prints what the client did and when, measured from the consumer's
+own metrics, apart from what the broker then took to rebalance.
 
 On a terminal the members are shown in a live table (rich); otherwise as plain lines. Ctrl-C
 closes both members and stops the broker.
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import Consumer
-from .cli_demo_view import DemoView, PlainView, make_view, member_row
+from .cli_demo_view import DemoView, MemberRow, PlainView, make_view, member_row
 from .cli_run import first_of
 from .demo_prerequisites import prepare
 from .testing.apache_kafka import ApacheKafkaBroker
@@ -28,10 +30,26 @@ from .testing.tansu import TansuBroker
 TOPIC = "demo-orders"
 GROUP = "demo-billing"
 PARTITIONS = 4
-SESSION_MS = 6000
-POLL_INTERVAL_MS = 3000
 # No step waits longer than this for the group to settle; the broker is local.
 SETTLE_SECONDS = 20.0
+# How often the story samples the members' state to time a handover.
+SAMPLE_SECONDS = 0.02
+
+
+# A handover costs the remaining member's next heartbeat (it hears of the rebalance in the answer)
+# plus the broker's JoinGroup round. The embedded Kafka answers that round once every member has
+# rejoined (and group.initial.rebalance.delay.ms=0). Tansu holds each JoinGroup until half of
+# session_timeout_ms has passed, checking once a second (testing.tansu.DEVIATIONS["join_delay"]):
+# 2000 ms is the shortest session that costs it one second, and still twice the join. A heartbeat
+# every 250 ms keeps the wait to hear of a rebalance short. MAX_POLL_INTERVAL_MS above
+# SESSION_TIMEOUT_MS shows KIP-62: heartbeats alone keep A in the group past the session timeout.
+SESSION_TIMEOUT_MS = 2000
+HEARTBEAT_INTERVAL_MS = 250
+MAX_POLL_INTERVAL_MS = 3000  # member A's; B keeps the default
+JOIN_ROUND = {  # how each broker answers the JoinGroup round, said next to the handover figures
+    "kafka": "Kafka answers the JoinGroup once every member has rejoined",
+    "tansu": f"Tansu answers each JoinGroup after half of session_timeout_ms, {SESSION_TIMEOUT_MS // 2} ms",
+}
 
 
 class Member:
@@ -67,6 +85,9 @@ class Member:
     def owns(self, count: int) -> bool:
         return len(self.consumer.assignment()) == count
 
+    def figure(self, name: str) -> Any:
+        return self.consumer.metrics().get(name)
+
 
 async def wait_for(condition: Callable[[], bool], seconds: float = SETTLE_SECONDS) -> bool:
     """Sample ``condition`` until it holds (True) or ``seconds`` pass (False)."""
@@ -75,82 +96,132 @@ async def wait_for(condition: Callable[[], bool], seconds: float = SETTLE_SECOND
     while not condition():
         if time.monotonic() >= deadline:
             return False
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(SAMPLE_SECONDS)
     return True
 
 
 def both_stable(a: Member, b: Member) -> bool:
-    return all(m.consumer.metrics().get("group_state") == "STABLE" and m.consumer.assignment() for m in (a, b))
+    return all(m.figure("group_state") == "STABLE" and m.consumer.assignment() for m in (a, b))
 
 
-async def story(view: DemoView, a: Member, b: Member) -> None:
+def _ms(seconds: float) -> str:
+    return f"{1000 * seconds:.0f} ms"
+
+
+async def watchdog_step(view: DemoView, a: Member, b: Member, join_round: str) -> None:
+    """A stops polling; its watchdog leaves at the poll deadline; then the broker hands A's partitions to B."""
+    view.event(f"A stops polling (a stuck handler); its heartbeats go on from the background task; its "
+               f"watchdog will leave at max_poll_interval_ms={MAX_POLL_INTERVAL_MS}")
+    lapses_before = a.figure("poll_interval_lapses") or 0
+    stable_for = 0.0  # the longest A was seen STABLE (heartbeating, in the group) without a poll
+
+    def watchdog_fired() -> bool:
+        nonlocal stable_for
+        m = a.consumer.metrics()
+        if m.get("group_state") == "STABLE":
+            stable_for = max(stable_for, m.get("seconds_since_last_poll") or 0.0)
+        return (m.get("poll_interval_lapses") or 0) > lapses_before
+
+    await a.stop_polling()
+    if not await wait_for(watchdog_fired):
+        view.event(f"A's watchdog did not leave within {SETTLE_SECONDS:.0f} s")
+        return
+    # The consumer's own clocks: when it last polled, and how late after the deadline it left.
+    left_at = time.monotonic()
+    since_poll = a.figure("seconds_since_last_poll") or 0.0
+    leave_delay = a.figure("last_leave_delay_seconds") or 0.0
+    lapse = MAX_POLL_INTERVAL_MS / 1000 + leave_delay
+    left_at -= since_poll - lapse  # the watchdog's moment, not when this sample saw it
+    view.event(f"A's heartbeats kept it in the group for {stable_for:.1f} s without a poll, past "
+               f"session_timeout_ms={SESSION_TIMEOUT_MS}")
+    view.event(f"A's watchdog: LeaveGroup sent {_ms(leave_delay)} after the poll deadline "
+               f"({lapse:.1f} s after A's last poll, max_poll_interval_ms={MAX_POLL_INTERVAL_MS})")
+    if not await wait_for(lambda: b.owns(PARTITIONS)):
+        view.event(f"broker: B did not get all {PARTITIONS} partitions within {SETTLE_SECONDS:.0f} s")
+        return
+    view.event(f"broker: B owns all {PARTITIONS} partitions {time.monotonic() - left_at:.1f} s later (the "
+               f"rebalance: B hears of it in its next heartbeat and rejoins; {join_round}); without "
+               f"the LeaveGroup the broker would first wait session_timeout_ms={SESSION_TIMEOUT_MS} "
+               "for A's missing heartbeats")
+
+
+async def close_step(view: DemoView, a: Member, b: Member, join_round: str) -> None:
+    """B closes (commit + LeaveGroup); then the broker hands B's partitions to A."""
+    view.event("B closes: close() commits its offsets and sends LeaveGroup")
+    await b.stop_polling()
+    started = time.monotonic()
+    await b.consumer.close()
+    closed_at = time.monotonic()
+    view.event(f"B: commit + LeaveGroup in {_ms(closed_at - started)} (close() returned)")
+    if not await wait_for(lambda: a.owns(PARTITIONS)):
+        view.event(f"broker: A did not get all {PARTITIONS} partitions within {SETTLE_SECONDS:.0f} s")
+        return
+    view.event(f"broker: A owns all {PARTITIONS} partitions {time.monotonic() - closed_at:.1f} s later (the "
+               f"rebalance: A hears of it in its next heartbeat and rejoins; {join_round})")
+
+
+async def story(view: DemoView, a: Member, b: Member, join_round: str) -> None:
     await a.consumer.start()
     await b.consumer.start()
     a.start_polling()
     b.start_polling()
-    view.event("two members join; each heartbeats every 1 s from a background task")
+    view.event(f"two members join; each heartbeats every {HEARTBEAT_INTERVAL_MS} ms from a "
+               f"background task (session_timeout_ms={SESSION_TIMEOUT_MS})")
     await wait_for(lambda: both_stable(a, b))
-    await asyncio.sleep(2.0)  # a couple of heartbeats on the table
+    await asyncio.sleep(2.0)  # a few heartbeats on the table
     view.event(f"records consumed so far: A {a.consumed}, B {b.consumed}")
 
-    view.event(f"A stops polling (a stuck handler); its watchdog will leave at max_poll_interval_ms={POLL_INTERVAL_MS}")
-    await a.stop_polling()
-    started = time.monotonic()
-    await wait_for(lambda: b.owns(PARTITIONS))
-    leave_delay = a.consumer.metrics().get("last_leave_delay_seconds") or 0.0
-    view.event(f"B owns all {PARTITIONS} partitions {time.monotonic() - started:.1f} s after A's last poll; "
-               f"A's LeaveGroup went out {1000 * leave_delay:.0f} ms after its poll deadline "
-               f"(without it, the broker would wait for session_timeout_ms={SESSION_MS})")
+    await watchdog_step(view, a, b, join_round)
 
     view.event("A polls again: the next poll() rejoins the group")
     a.start_polling()
     await wait_for(lambda: both_stable(a, b))
     await asyncio.sleep(1.0)
 
-    view.event("B closes: commit, LeaveGroup, and A gets its partitions without waiting for a timeout")
-    started = time.monotonic()
-    await b.stop_polling()
-    await b.consumer.close()
-    await wait_for(lambda: a.owns(PARTITIONS))
-    view.event(f"A owns all {PARTITIONS} partitions {time.monotonic() - started:.1f} s after B's close()")
+    await close_step(view, a, b, join_round)
     await a.stop_polling()
     await a.consumer.close()
     view.event(f"done: A consumed {a.consumed} records, B {b.consumed} "
                "(B re-read what A had not committed: at-least-once)")
 
 
+def rows(members: list[Member]) -> list[MemberRow]:
+    return [member_row(m.name, m.consumer, polling=m.polling, consumed=m.consumed) for m in members]
+
+
 async def refresh_forever(view: DemoView, members: list[Member]) -> None:
     while True:
         await asyncio.sleep(view.refresh_seconds)
-        view.refresh([member_row(m.name, m.consumer, polling=m.polling, consumed=m.consumed) for m in members])
+        view.refresh(rows(members))
 
 
-async def run_demo(bootstrap: str, view: DemoView, stop: asyncio.Event) -> bool:
+async def run_demo(bootstrap: str, view: DemoView, stop: asyncio.Event, broker_kind: str = "tansu") -> bool:
     """The story on ``bootstrap``; True when it ran to the end, False when ``stop`` cut it short."""
-    # Tansu holds a new group's JoinGroup for about half of session_timeout_ms, so keep that short
-    # here (testing.tansu.DEVIATIONS["join_delay"]).
-    settings: dict[str, Any] = dict(bootstrap_servers=bootstrap, group_id=GROUP, auto_offset_reset="earliest",
-                                    session_timeout_ms=SESSION_MS, heartbeat_interval_ms=1000)
-    a = Member("A", Consumer(TOPIC, max_poll_interval_ms=POLL_INTERVAL_MS, client_id="demo-A", **settings))
-    b = Member("B", Consumer(TOPIC, client_id="demo-B", **settings))
+    common: dict[str, Any] = dict(bootstrap_servers=bootstrap, group_id=GROUP, auto_offset_reset="earliest",
+                                  session_timeout_ms=SESSION_TIMEOUT_MS,
+                                  heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
+    a = Member("A", Consumer(TOPIC, max_poll_interval_ms=MAX_POLL_INTERVAL_MS, client_id="demo-A",
+                             **common))
+    b = Member("B", Consumer(TOPIC, client_id="demo-B", **common))
     refresher = asyncio.create_task(refresh_forever(view, [a, b]))
     try:
-        return await first_of(story(view, a, b), stop)
+        return await first_of(story(view, a, b, JOIN_ROUND[broker_kind]), stop)
     finally:
         refresher.cancel()
         for member in (a, b):
             await member.stop_polling()
             await member.consumer.close(timeout=10.0)
+        view.refresh(rows([a, b]))  # the last frame shows both members closed
 
 
-async def _main_with_signals(bootstrap: str, view: DemoView) -> bool:
+async def _main_with_signals(bootstrap: str, view: DemoView, broker_kind: str) -> bool:
     import signal
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    return await run_demo(bootstrap, view, stop)
+    return await run_demo(bootstrap, view, stop, broker_kind)
 
 
 def _start_broker(broker_kind: str, view: DemoView) -> TansuBroker | ApacheKafkaBroker:
@@ -177,7 +248,7 @@ def main(broker_kind: str = "tansu", view: str = "auto") -> int:
             create_topic(broker, TOPIC, partitions=PARTITIONS)
             sent = produce(broker, TOPIC, ((f"order-{i}", f'{{"amount": {i % 100}}}') for i in range(5000)))
             shown.event(f"topic {TOPIC!r} with {PARTITIONS} partitions, {sent} records produced")
-            finished = asyncio.run(_main_with_signals(broker.bootstrap_servers, shown))
+            finished = asyncio.run(_main_with_signals(broker.bootstrap_servers, shown, broker_kind))
             if not finished:
                 shown.event("interrupted: both members closed")
         shown.event("broker stopped")

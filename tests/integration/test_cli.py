@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -249,11 +250,50 @@ def test_demo_runs_the_whole_story_and_exits_zero():
     assert "B owns all 4 partitions" in out
     assert "A polls again" in out
     assert "A owns all 4 partitions" in out
-    assert "after B's close()" in out
+    assert "B: commit + LeaveGroup in" in out
     assert "broker stopped" in out
     # Both members were STABLE together in a later generation after A rejoined.
     assert any(line.count("STABLE") == 2 and "generation 0" not in line for line in out.splitlines())
     assert elapsed < 60, f"the demo took {elapsed:.0f} s"
+
+
+def _story_line(out: str, pattern: str) -> re.Match[str]:
+    found = re.search(pattern, out)
+    assert found, f"no line matching {pattern!r} in:\n{out}"
+    return found
+
+
+@pytest.mark.parametrize("broker", [pytest.param(kind, marks=pytest.mark.broker(kind), id=kind)
+                                    for kind in ("tansu", "kafka")])
+def test_demo_story_matches_its_numbers(broker: str):
+    if broker == "kafka" and shutil.which("java") is None:
+        pytest.skip("the embedded Apache Kafka needs java on PATH")
+    done = run_cli("demo", "--view", "plain", "--broker", broker, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = done.stdout
+    session_ms = int(_story_line(out, r"session_timeout_ms=(\d+)\)").group(1))
+
+    # The client's own part: the watchdog leaves as soon as the poll deadline passes...
+    watchdog = _story_line(out, r"A's watchdog: LeaveGroup sent (\d+) ms after the poll deadline "
+                                r"\(([\d.]+) s after A's last poll, max_poll_interval_ms=(\d+)\)")
+    assert int(watchdog.group(1)) < 500
+    assert float(watchdog.group(2)) == pytest.approx(int(watchdog.group(3)) / 1000, abs=0.5)
+    # ...while its heartbeats had kept it in the group past session_timeout_ms (KIP-62).
+    kept = _story_line(out, r"A's heartbeats kept it in the group for ([\d.]+) s without a poll, past "
+                            r"session_timeout_ms=(\d+)")
+    assert float(kept.group(1)) * 1000 > int(kept.group(2)) == session_ms
+
+    # The broker's part: the rebalance after the LeaveGroup beats session_timeout_ms, as printed.
+    handover = _story_line(out, r"broker: B owns all 4 partitions ([\d.]+) s later .*without the LeaveGroup "
+                                r"the broker would first wait session_timeout_ms=(\d+)")
+    assert int(handover.group(2)) == session_ms
+    assert float(handover.group(1)) * 1000 < session_ms
+
+    # B's close: commit + LeaveGroup promptly, then A gets everything well within a session timeout.
+    closed = _story_line(out, r"B: commit \+ LeaveGroup in (\d+) ms")
+    assert int(closed.group(1)) < 1000
+    after_close = _story_line(out, r"broker: A owns all 4 partitions ([\d.]+) s later")
+    assert float(after_close.group(1)) * 1000 < session_ms
 
 
 def test_demo_exits_cleanly_on_ctrl_c():
@@ -268,12 +308,12 @@ def test_demo_exits_cleanly_on_ctrl_c():
 
 def test_live_view_table_shows_each_member():
     rich_console = pytest.importorskip("rich.console")
-    from aiokafka_lite.cli_demo_view import MemberRow, _table
+    from aiokafka_lite.cli_demo_view import MemberRow, member_table
 
     rows = [MemberRow("A", "STABLE", 3, "0,1", 12, 0.1, True, 2500),
             MemberRow("B", "UNJOINED", -1, "-", 7, 3.4, False, 40)]
     console = rich_console.Console(record=True, width=120, color_system=None)
-    console.print(_table(rows))
+    console.print(member_table(rows))
     text = console.export_text()
     a_line = next(line for line in text.splitlines() if "│ A " in line)
     b_line = next(line for line in text.splitlines() if "│ B " in line)
