@@ -226,7 +226,7 @@ async def _main_with_signals(bootstrap: str, view: DemoView, broker_kind: str) -
 
 def _start_broker(broker_kind: str, view: DemoView) -> TansuBroker | ApacheKafkaBroker:
     if broker_kind == "kafka":
-        view.event("starting an embedded Apache Kafka 4.3.1 broker on 127.0.0.1 (downloads its jars once)")
+        view.event("starting an embedded Apache Kafka 4.3.1 broker on 127.0.0.1")
         return ApacheKafkaBroker("4.3.1")
     view.event("starting an embedded Tansu broker on 127.0.0.1")
     return TansuBroker()
