@@ -93,6 +93,15 @@ def test_rate_limit_is_proportional_and_exact():
 
 # --- Spark against a real broker ------------------------------------------------------------------------
 
+def _spark_kafka_jars() -> tuple[str | None, list[str]]:
+    """Spark's own Kafka source, the version benchmarks/spark_compare.py picks; none without Maven."""
+    from benchmarks.spark_compare import spark_kafka_jars
+    try:
+        return spark_kafka_jars(say=lambda line: None)
+    except (SystemExit, OSError) as exc:
+        return f"unavailable: {exc}", []
+
+
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     if not HAS_PYSPARK:
@@ -102,7 +111,9 @@ def spark() -> Iterator[Any]:
     from aiokafka_lite.spark import register
     os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import aiokafka_lite from this venv
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    kafka_source, jars = _spark_kafka_jars()
     session = (SparkSession.builder.master("local[2]").appName("aiokafka-lite-tests")
+               .config("spark.jars", ",".join(jars))
                .config("spark.driver.memory", "768m")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
@@ -112,8 +123,18 @@ def spark() -> Iterator[Any]:
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     register(session)
+    session.conf.set("aiokafka_lite.tests.spark_kafka", kafka_source if jars else "")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark_kafka_source(spark: Any) -> str:
+    """The version of Spark's own Kafka source loaded in ``spark`` (skips when it could not be fetched)."""
+    version = spark.conf.get("aiokafka_lite.tests.spark_kafka")
+    if not version:
+        pytest.skip(f"Spark's Kafka source (spark-sql-kafka-0-10) is not loaded: {_spark_kafka_jars()[0]}")
+    return str(version)
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +242,4 @@ def test_streaming_restart_from_checkpoint_reads_exactly_the_new_records(spark, 
         assert offsets == list(range(35)), f"gap in partition {partition}"
     new_values = {r.value for r in rows} - {r.value for r in first}
     assert new_values == {f"s2-v{i}" for i in range(45)}
+
