@@ -92,7 +92,11 @@ def spark_kafka_jars(kafka_version: str | None = None, token_version: str | None
     delegation tokens, can be pinned to another version when a repository lacks the matching one.
     """
     if kafka_version is not None:
-        return kafka_version, _fetched(kafka_version, token_version or kafka_version)
+        try:
+            return kafka_version, _fetched(kafka_version, token_version or kafka_version)
+        except subprocess.CalledProcessError:
+            raise SystemExit(f"Maven could not fetch spark-sql-kafka-0-10 {kafka_version} (with "
+                             f"spark-token-provider-kafka-0-10 {token_version or kafka_version})") from None
     import pyspark
     wanted = pyspark.__version__.split("+")[0]
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -130,7 +134,7 @@ def _fetched(kafka: str, token: str) -> list[str]:
             pom.write_text(POM.format(kafka=kafka, token=token))
             subprocess.run([mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                             f"-DoutputDirectory={target}", "-DincludeScope=runtime"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900)
     # Spark already ships scala-library, slf4j, lz4, snappy...: only the source and its Kafka client.
     return sorted(str(jar) for jar in target.glob("*.jar") if jar.name.startswith(WANTED_JARS))
 

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -99,7 +100,7 @@ def _spark_kafka_jars() -> tuple[str | None, list[str]]:
     from benchmarks.spark_compare import spark_kafka_jars
     try:
         return spark_kafka_jars(say=lambda line: None)
-    except (SystemExit, OSError) as exc:
+    except (SystemExit, OSError, subprocess.SubprocessError) as exc:
         return f"unavailable: {exc}", []
 
 

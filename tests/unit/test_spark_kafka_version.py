@@ -74,6 +74,8 @@ def test_an_explicit_version_is_taken_as_given(maven, monkeypatch):
     monkeypatch.setenv("SERVED", "4.1.1")
     assert spark_compare.spark_kafka_jars("4.1.1", say=print)[0] == "4.1.1"
     assert maven.read_text().split() == ["4.1.1"]
+    with pytest.raises(SystemExit, match=r"Maven could not fetch spark-sql-kafka-0-10 4\.3\.0"):
+        spark_compare.spark_kafka_jars("4.3.0", say=print)
 
 
 def test_nothing_served_is_a_clear_error(maven, monkeypatch):
