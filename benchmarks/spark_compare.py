@@ -3,8 +3,9 @@
     python benchmarks/spark_compare.py                       # starts Apache Kafka 4.3.1, 500,000 x 100 B
     python benchmarks/spark_compare.py --bootstrap 127.0.0.1:9092 --records 200000 --runs 3
 
-Spark's source is ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>`` (or
-``--spark-kafka-version``), fetched from Maven Central with Maven into ~/.cache/aiokafka-lite. Both read the
+Spark's source is ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>`` when Maven Central
+serves it, else the newest served release below it (said in one line), or ``--spark-kafka-version``;
+fetched with Maven into ~/.cache/aiokafka-lite. Both read the
 whole topic in one batch query on ``local[N]`` and compute ``count(*)`` and ``sum(length(value))``,
 so every value is materialised in Spark. The first run of each source is a warm-up (JVM JIT,
 Python workers); the best of the timed runs is reported, as records/s, with the ratio of ours to
@@ -24,7 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,26 +74,73 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 """
 
 
-def spark_kafka_jars(kafka_version: str, token_version: str) -> list[str]:
-    """The jars of Spark's Kafka source and its runtime dependencies, fetched once with Maven.
+CACHE = Path.home() / ".cache" / "aiokafka-lite"
+# Releases of spark-sql-kafka-0-10_2.13 seen on Maven Central, newest first: the fall-backs when pyspark's
+# own version is not there yet (a Maven version range is no help: it drags in previews that are not).
+SERVED_RELEASES = ("4.2.0", "4.1.1", "4.0.1")
+WANTED_JARS = ("spark-sql-kafka-", "spark-token-provider-kafka-", "kafka-clients-", "commons-pool2-")
 
-    Maven rather than ``spark.jars.packages`` (Ivy) so that ``spark-token-provider-kafka-0-10``, only
-    used for delegation tokens, can be pinned to another version when a repository lacks the matching
-    one (Ivy cannot resolve the graph then).
+
+def spark_kafka_jars(kafka_version: str | None = None, token_version: str | None = None,
+                     say: Callable[[str], None] = print) -> tuple[str, list[str]]:
+    """(version, jars) of Spark's Kafka source and its runtime dependencies, fetched once with Maven.
+
+    Without ``kafka_version``: pyspark's own version when Maven Central serves it, else the newest
+    of ``SERVED_RELEASES`` below it that Maven fetches, said in one line (``say``); the choice is
+    remembered beside the jars, so Maven is asked once per pyspark version. Maven rather
+    than ``spark.jars.packages`` (Ivy) so that ``spark-token-provider-kafka-0-10``, only used for
+    delegation tokens, can be pinned to another version when a repository lacks the matching one.
     """
-    target = Path.home() / ".cache" / "aiokafka-lite" / f"spark-sql-kafka-{kafka_version}-{token_version}"
+    if kafka_version is not None:
+        try:
+            return kafka_version, _fetched(kafka_version, token_version or kafka_version)
+        except subprocess.CalledProcessError:
+            raise SystemExit(f"Maven could not fetch spark-sql-kafka-0-10 {kafka_version} (with "
+                             f"spark-token-provider-kafka-0-10 {token_version or kafka_version})") from None
+    import pyspark
+    wanted = pyspark.__version__.split("+")[0]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    choice = CACHE / f"spark-sql-kafka-for-pyspark-{wanted}"
+    if choice.exists():
+        version = choice.read_text().strip()
+        jars = _fetched(version, version)
+    else:
+        version, jars = _first_fetched(wanted)
+        choice.write_text(version + "\n")
+    if version != wanted:
+        say(f"spark-sql-kafka-0-10 {wanted} (pyspark's version) is not on Maven Central; using {version}, "
+            f"the newest release below it that Maven fetched (remembered in {choice})")
+    return version, jars
+
+
+def _first_fetched(wanted: str) -> tuple[str, list[str]]:
+    for version in (wanted, *(v for v in SERVED_RELEASES if _release(v) < _release(wanted))):
+        try:
+            return version, _fetched(version, version)
+        except subprocess.CalledProcessError:
+            continue
+    raise SystemExit(f"Maven could not fetch spark-sql-kafka-0-10 {wanted} nor any of {SERVED_RELEASES}: "
+                     "give one with --spark-kafka-version")
+
+
+def _fetched(kafka: str, token: str) -> list[str]:
+    target = CACHE / f"spark-sql-kafka-{kafka}-{token}"
     if not any(target.glob("spark-sql-kafka-*.jar")):
         mvn = shutil.which("mvn")
         if mvn is None:
             raise SystemExit("Maven (mvn) is needed to download spark-sql-kafka-0-10 from Maven Central")
         with tempfile.TemporaryDirectory() as tmp:
             pom = Path(tmp) / "pom.xml"
-            pom.write_text(POM.format(kafka=kafka_version, token=token_version))
+            pom.write_text(POM.format(kafka=kafka, token=token))
             subprocess.run([mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-                            f"-DoutputDirectory={target}", "-DincludeScope=runtime"], check=True)
+                            f"-DoutputDirectory={target}", "-DincludeScope=runtime"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900)
     # Spark already ships scala-library, slf4j, lz4, snappy...: only the source and its Kafka client.
-    wanted = ("spark-sql-kafka-", "spark-token-provider-kafka-", "kafka-clients-", "commons-pool2-")
-    return sorted(str(jar) for jar in target.glob("*.jar") if jar.name.startswith(wanted))
+    return sorted(str(jar) for jar in target.glob("*.jar") if jar.name.startswith(WANTED_JARS))
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("-")[0].split("."))
 
 
 def spark_session(cores: int, jars: list[str]) -> Any:
@@ -156,17 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
     parser.add_argument("--runs", type=int, default=3, help="timed runs per source (after one warm-up)")
     parser.add_argument("--cores", type=int, default=2, help="local[N]")
-    parser.add_argument("--spark-kafka-version", help="version of spark-sql-kafka-0-10 (default: pyspark's); "
-                        "give the newest on Maven Central when pyspark's own is not published there")
+    parser.add_argument("--spark-kafka-version", help="version of spark-sql-kafka-0-10 (default: pyspark's "
+                        "when Maven Central serves it, else the newest served one below it)")
     parser.add_argument("--token-provider-version", help="version of spark-token-provider-kafka-0-10 "
                         "(default: the same as --spark-kafka-version)")
     parser.add_argument("--json", help="write the figures to this file (default: "
                         "benchmarks/results/spark_compare_<decoder>.json)")
     args = parser.parse_args(argv)
 
-    import pyspark
-    kafka_version = args.spark_kafka_version or pyspark.__version__
-    jars = spark_kafka_jars(kafka_version, args.token_provider_version or kafka_version)
+    kafka_version, jars = spark_kafka_jars(args.spark_kafka_version, args.token_provider_version)
     broker = None
     if args.bootstrap is None:
         from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker

@@ -12,7 +12,7 @@ import bisect
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .._net.broker_identity import config_is_tansu
@@ -21,7 +21,7 @@ from ..consumer.consumer import Consumer
 from ..errors import KafkaError, KafkaTimeoutError
 from ..structs import TopicPartition
 from ..testing.tansu import DEVIATIONS
-from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription
+from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 
 CLOSE_TIMEOUT = 10.0
 log = logging.getLogger("aiokafka_lite.spark")
@@ -35,6 +35,7 @@ class DriverLookups:
         self._runner = asyncio.Runner()
         self._consumer: Consumer | None = None
         self._broker_checked = False
+        self._pattern_warned = False
 
     def __enter__(self) -> DriverLookups:
         return self
@@ -54,13 +55,41 @@ class DriverLookups:
         return self._consumer
 
     def partitions(self) -> list[TopicPartition]:
-        """The partitions the subscription covers now (a missing topic has none)."""
+        """The partitions the subscription covers now.
+
+        As in Spark's Kafka source, a subscribed or assigned topic (or an assigned partition) that
+        does not exist is an error, while a pattern that matches no topic reads nothing: that is
+        logged once (per read, or per streaming query), since it is most often a typo.
+        """
         subscription = self._options.subscription
-        if subscription.partitions:
-            return list(subscription.partitions)
-        consumer = self._live()
-        found: list[TopicPartition] = self._run(_subscribed_partitions(consumer, subscription))
+        if subscription.pattern is not None:
+            return self._matching(subscription.pattern)
+        named = subscription.topics or tuple(sorted({tp.topic for tp in subscription.partitions}))
+        existing: dict[str, list[TopicPartition]] = self._run(_existing_partitions(self._live(), named))
+        self._check_found("topic", named, [topic for topic in named if existing[topic]])
+        if not subscription.partitions:
+            return sorted(tp for topic in named for tp in existing[topic])
+        known = {tp for tps in existing.values() for tp in tps}
+        self._check_found("partition", [f"{tp.topic}-{tp.partition}" for tp in sorted(subscription.partitions)],
+                          [f"{tp.topic}-{tp.partition}" for tp in sorted(known)])
+        return list(subscription.partitions)
+
+    def _matching(self, pattern: str) -> list[TopicPartition]:
+        found: list[TopicPartition] = self._run(_matching_partitions(self._live(), pattern))
+        if not found and not self._pattern_warned:
+            self._pattern_warned = True
+            log.warning("subscribePattern %r matches no topic on %s: the read returns no rows",
+                        pattern, self._options.bootstrap_servers)
         return found
+
+    def _check_found(self, kind: str, wanted: Sequence[str], found: Sequence[str]) -> None:
+        present = set(found)
+        missing = [name for name in wanted if name not in present]
+        if missing:
+            names = ", ".join(repr(name) for name in missing)
+            what = f"{kind} {names} does" if len(missing) == 1 else f"{kind}s {names} do"
+            raise UnknownTopicError(f"{what} not exist on {self._options.bootstrap_servers} "
+                                    f"({self._options.subscription.describe()})")
 
     def resolve(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
         """Concrete offsets for ``spec``: the sentinels -2/-1 become the log start / high watermark."""
@@ -107,16 +136,15 @@ class DriverLookups:
             self._runner.close()
 
 
-async def _subscribed_partitions(consumer: Consumer, subscription: Subscription) -> list[TopicPartition]:
-    if subscription.pattern is not None:
-        pattern = re.compile(subscription.pattern)
-        topics = await consumer.list_topics()
-        # Java's Pattern.matches(), which Spark's subscribePattern uses, matches the whole name.
-        return sorted(tp for name, tps in topics.items() if pattern.fullmatch(name) for tp in tps)
-    found: list[TopicPartition] = []
-    for topic in subscription.topics:
-        found.extend(await consumer.partitions_for(topic))
-    return sorted(found)
+async def _matching_partitions(consumer: Consumer, pattern: str) -> list[TopicPartition]:
+    compiled = re.compile(pattern)
+    topics = await consumer.list_topics()
+    # Java's Pattern.matches(), which Spark's subscribePattern uses, matches the whole name.
+    return sorted(tp for name, tps in topics.items() if compiled.fullmatch(name) for tp in tps)
+
+
+async def _existing_partitions(consumer: Consumer, topics: tuple[str, ...]) -> dict[str, list[TopicPartition]]:
+    return {topic: await consumer.partitions_for(topic) for topic in topics}
 
 
 def read_range(options: SourceOptions, tp: TopicPartition, start: int, end: int) -> Iterator[Any]:
@@ -163,6 +191,10 @@ def before(batch: Any, end: int) -> Any:
     if rows == 0 or offsets[rows - 1].as_py() < end:
         return batch
     return batch.slice(0, bisect.bisect_left(range(rows), end, key=lambda i: offsets[i].as_py()))
+
+
+class UnknownTopicError(KafkaError):
+    """A subscribed or assigned topic, or an assigned partition, does not exist."""
 
 
 class DataLossError(KafkaError):

@@ -106,7 +106,9 @@ class SourceOptions:
 
     def consumer_settings(self) -> dict[str, str]:
         """Java-style consumer properties for ``Consumer.from_properties``."""
-        settings = {"max.poll.records": "10000", "client.id": "aiokafka-lite-spark"}
+        # No topic created by asking for it: Spark's source never creates one (its driver asks an admin client).
+        settings = {"max.poll.records": "10000", "client.id": "aiokafka-lite-spark",
+                    "allow.auto.create.topics": "false"}
         settings.update(dict(self.consumer_properties))
         settings.update({
             "bootstrap.servers": self.bootstrap_servers,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -93,6 +95,15 @@ def test_rate_limit_is_proportional_and_exact():
 
 # --- Spark against a real broker ------------------------------------------------------------------------
 
+def _spark_kafka_jars() -> tuple[str | None, list[str]]:
+    """Spark's own Kafka source, the version benchmarks/spark_compare.py picks; none without Maven."""
+    from benchmarks.spark_compare import spark_kafka_jars
+    try:
+        return spark_kafka_jars(say=lambda line: None)
+    except (SystemExit, OSError, subprocess.SubprocessError) as exc:
+        return f"unavailable: {exc}", []
+
+
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     if not HAS_PYSPARK:
@@ -102,7 +113,9 @@ def spark() -> Iterator[Any]:
     from aiokafka_lite.spark import register
     os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import aiokafka_lite from this venv
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    kafka_source, jars = _spark_kafka_jars()
     session = (SparkSession.builder.master("local[2]").appName("aiokafka-lite-tests")
+               .config("spark.jars", ",".join(jars))
                .config("spark.driver.memory", "768m")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
@@ -112,8 +125,18 @@ def spark() -> Iterator[Any]:
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     register(session)
+    session.conf.set("aiokafka_lite.tests.spark_kafka", kafka_source if jars else "")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark_kafka_source(spark: Any) -> str:
+    """The version of Spark's own Kafka source loaded in ``spark`` (skips when it could not be fetched)."""
+    version = spark.conf.get("aiokafka_lite.tests.spark_kafka")
+    if not version:
+        pytest.skip(f"Spark's Kafka source (spark-sql-kafka-0-10) is not loaded: {_spark_kafka_jars()[0]}")
+    return str(version)
 
 
 @pytest.fixture(scope="module")
@@ -221,3 +244,78 @@ def test_streaming_restart_from_checkpoint_reads_exactly_the_new_records(spark, 
         assert offsets == list(range(35)), f"gap in partition {partition}"
     new_values = {r.value for r in rows} - {r.value for r in first}
     assert new_values == {f"s2-v{i}" for i in range(45)}
+
+
+# --- a topic that does not exist: as Spark's own Kafka source -----------------------------------------
+
+def _missing(option: str, topic: str) -> str:
+    return {"subscribe": topic, "assign": json.dumps({topic: [0]}), "subscribePattern": f"{topic}.*"}[option]
+
+
+def _outcome(spark: Any, source: str, bootstrap: str, option: str, value: str, streaming: bool,
+             where: Path) -> tuple[str, str]:
+    """("error", text) or ("rows", count) of one read of ``source``, batch or availableNow stream."""
+    try:
+        reader = spark.readStream if streaming else spark.read
+        df = (reader.format(source).option("kafka.bootstrap.servers", bootstrap).option(option, value)
+              .option("startingOffsets", "earliest").load())
+        if not streaming:
+            return "rows", str(df.count())
+        query = (df.writeStream.format("parquet").option("path", str(where / "out"))
+                 .option("checkpointLocation", str(where / "checkpoint")).trigger(availableNow=True).start())
+        try:
+            assert query.awaitTermination(timeout=90), "the availableNow query did not finish in 90 s"
+        finally:
+            query.stop()
+        written = list((where / "out").glob("*.parquet"))
+        return "rows", str(spark.read.parquet(*map(str, written)).count() if written else 0)
+    except Exception as exc:  # Py4J and Spark's own errors: only their text matters here
+        return "error", str(exc)
+
+
+@needs_spark
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "stream"])
+@pytest.mark.parametrize("option", ["subscribe", "assign", "subscribePattern"])
+def test_a_missing_topic_is_met_as_sparks_kafka_source_meets_it(spark, spark_kafka_source, bootstrap,
+                                                                 unique_topic, option, streaming, tmp_path):
+    theirs = _outcome(spark, "kafka", bootstrap, option, _missing(option, unique_topic + "-k"), streaming,
+                      tmp_path / "kafka")
+    ours = _outcome(spark, FORMAT, bootstrap, option, _missing(option, unique_topic + "-a"), streaming,
+                    tmp_path / "ours")
+    if option == "subscribePattern":  # a pattern may match nothing yet: no rows, no error
+        assert theirs == ours == ("rows", "0")
+        return
+    assert theirs[0] == "error", theirs
+    assert "UnknownTopicOrPartitionException" in theirs[1], theirs[1][:3000]
+    assert ours[0] == "error", ours
+    said = f"UnknownTopicError: topic '{unique_topic}-a' does not exist on {bootstrap} ({option}="
+    assert said in ours[1], ours[1][:3000]
+
+
+@needs_spark
+def test_driver_names_what_is_missing_logs_an_empty_pattern_once_and_creates_no_topic(bootstrap, unique_topic,
+                                                                                      caplog):
+    from aiokafka_lite.spark.kafka_io import DriverLookups, UnknownTopicError
+    from aiokafka_lite.spark.options import parse_options
+
+    def lookups(**options: str) -> DriverLookups:
+        return DriverLookups(parse_options({"kafka.bootstrap.servers": bootstrap, **options}, streaming=False))
+
+    create_topic(bootstrap, unique_topic, partitions=2)
+    absent = unique_topic + "-absent"
+    with lookups(subscribe=f"{unique_topic},{absent}") as driver, \
+            pytest.raises(UnknownTopicError, match=f"topic '{absent}' does not exist on {bootstrap} "):
+        driver.partitions()
+    with lookups(assign=json.dumps({unique_topic: [1, 2, 3]})) as driver, \
+            pytest.raises(UnknownTopicError, match=f"partitions '{unique_topic}-2', '{unique_topic}-3' do not"):
+        driver.partitions()
+    with lookups(assign=json.dumps({unique_topic: [1]})) as driver:
+        assert driver.partitions() == [TopicPartition(unique_topic, 1)]
+    with caplog.at_level(logging.WARNING, logger="aiokafka_lite.spark"), \
+            lookups(subscribePattern=f"{absent}.*") as driver:
+        assert driver.partitions() == []
+        assert driver.partitions() == []  # a streaming query asks on every trigger: said once
+    assert [r.getMessage() for r in caplog.records if r.name == "aiokafka_lite.spark"] == [
+        f"subscribePattern '{absent}.*' matches no topic on {bootstrap}: the read returns no rows"]
+    with lookups(subscribePattern=f"{unique_topic}|{absent}") as driver:  # asking created nothing
+        assert driver.partitions() == [TopicPartition(unique_topic, p) for p in range(2)]
