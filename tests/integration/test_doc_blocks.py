@@ -1,0 +1,408 @@
+"""Every ```bash / ```sh / ```python block of README.md, docs/*.md and examples/**/README.md runs
+here, so a documented command that stops working fails the suite. The test id is the block's file
+and the line of its opening fence (``test_doc_block[README.md:45]``). ```text, ```console and bare
+fences are output and are not run.
+
+How a block runs
+    A shell block is cut into commands (``\\`` continuations joined, comment lines dropped); each runs
+    in ``bash -o pipefail -c`` from the repository root with this venv's ``bin`` first on PATH (so
+    ``aiokafka-lite``, ``python``, ``uvicorn`` are the project's) and must exit 0 within its timeout
+    (60 s). A bare ``cd DIR`` changes the directory for the commands after it. ``pip install ...``
+    lines are checked, not run (the extras they name must exist in pyproject.toml): the suite runs
+    in the installed project and must not change it. A Python block runs as ``python block.py``.
+
+Marks: HTML comments on their own lines just above the fence (a reader does not see them), e.g.
+``<!-- doc-test: broker=kafka topic=orders records=10 -->``; values with spaces in double quotes.
+
+    skip reason="..."       do not run it (recursion, a cloud service, minutes of benchmark); the
+                            reason is required and shows in the skip report (pytest -ra)
+    broker=tansu|kafka      start that broker (Tansu, or Apache Kafka 4.3.1 where Tansu deviates,
+                            e.g. a group's first join takes half of session.timeout.ms there) and
+                            put its address wherever the block says 127.0.0.1:9092
+    topic=NAME              create that topic first (partitions=N, default 1) with records=N
+                            records (key kN, value vN); NAME is replaced in the block by a name no
+                            other block uses
+    group=NAME              likewise a fresh consumer group id for NAME
+    prelude=NAME            run a Python fragment inside a context (PRELUDES below: "consumer",
+                            "dead-letter", "spark", "pytest"); better, make the block complete
+    setup="CMD"             a shell command run before the block (repeatable)
+    replace="OLD=>NEW"      textual replacement in the block; {tmp} is a fresh directory
+    stop-after=SECONDS      a command still running after this long is stopped with `signal`
+    stop-when="TEXT"        ... or once its output contains TEXT (for `consume` without --max,
+                            `uvicorn`, an endless loop)
+    signal=SIGINT|SIGTERM   how it is stopped (default SIGINT, i.e. Ctrl-C)
+    exit=0|signal           a stopped command must exit 0 (default), or `signal`: 0 or dead of
+                            that signal (a Python script's KeyboardInterrupt, uvicorn)
+    background=PREFIX       commands starting with PREFIX (after VAR=value assignments) run in the
+                            background while the next ones run (a server and its `curl`), and are
+                            stopped with `signal` at the end; ready="TEXT" waits for TEXT first
+    expect="TEXT"           the block's output must contain TEXT (repeatable; names replaced)
+    timeout=SECONDS         each command's limit (default 60)
+    synopsis                a usage line, not a command: every option and every a|b choice in it
+                            must appear in the command's --help
+
+Skips stay few: today `./dev` (it runs this suite, and sets up its own .venv with pip), the
+property test's long runs, the Spark benchmark and a sketch with an elided body.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aiokafka_lite.testing.helpers import create_topic, produce
+
+from ._doc_blocks import (
+    DOC_ADDRESS,
+    ROOT,
+    SHELL,
+    Block,
+    is_pip_install,
+    pip_install_problems,
+    program_of,
+    runnable_blocks,
+    shell_commands,
+    substitute,
+    synopses,
+)
+
+COMMAND_TIMEOUT = 60.0
+STOP_GRACE = 30.0  # seconds a stopped command has to exit
+BROKER_FIXTURES = {"tansu": "tansu_broker", "kafka": "apache_kafka_broker"}
+
+# name -> (code before the block, indentation of the block, code after it)
+PRELUDES: dict[str, tuple[str, str, str]] = {
+    # A consumer of every partition of "orders" from the earliest offset, no group: `consumer`.
+    "consumer": ('''\
+import asyncio
+
+import pyarrow
+
+from aiokafka_lite import Consumer, TopicPartition
+
+
+async def main() -> None:
+    async with Consumer(bootstrap_servers="127.0.0.1:9092", auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("orders", 0)])
+''', " " * 8, '''
+asyncio.run(main())
+'''),
+    # The dead-letter recipe's context: a consumer in group "billing" whose value deserializer
+    # refuses the value b"v3", a logger `log` and a queue `dead_letters`.
+    "dead-letter": ('''\
+import asyncio
+import logging
+
+from aiokafka_lite import Consumer
+
+logging.basicConfig(format="%(levelname)s %(message)s")
+log = logging.getLogger("doc")
+
+
+def refuse_v3(data: bytes | None) -> bytes | None:
+    if data == b"v3":
+        raise ValueError("v3 is refused here")
+    return data
+
+
+async def main() -> None:
+    dead_letters: asyncio.Queue[object] = asyncio.Queue()
+    async with Consumer("orders", bootstrap_servers="127.0.0.1:9092", group_id="billing",
+                        auto_offset_reset="earliest", value_deserializer=refuse_v3) as consumer:
+''', " " * 8, '''
+asyncio.run(main())
+'''),
+    # A local SparkSession `spark` with the source registered (as the page's first block does);
+    # afterwards a streaming `query` is awaited and a `df`'s
+    # columns are printed, so that a lazy fragment is seen to work.
+    "spark": ('''\
+from pyspark.sql import SparkSession
+
+from aiokafka_lite.spark import register
+
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+register(spark)
+''', "", '''
+if "query" in globals():
+    query.awaitTermination(120)
+    print("doc-test: query finished, error:", query.exception())
+if "df" in globals():
+    print("doc-test: columns", df.columns)
+spark.stop()
+'''),
+    # A test module in a project of its own: the block, after the imports it needs, run by pytest
+    # with the installed plugin (--kafka-broker from the broker mark).
+    "pytest": ('''\
+import asyncio
+
+import pytest
+
+from aiokafka_lite import Consumer
+from aiokafka_lite.testing.helpers import create_topic, produce
+
+''', "", ""),
+}
+
+
+@dataclass
+class Stop:
+    after: float | None
+    when: str | None
+    sig: signal.Signals
+    exit: str
+
+    def accepts(self, returncode: int) -> bool:
+        if self.exit == "signal":
+            return returncode in (0, -self.sig, 128 + self.sig)
+        return returncode == int(self.exit)
+
+
+class Running:
+    """A command in its own process group (Ctrl-C reaches the whole group), its output collected."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, errors="replace",
+                                     start_new_session=True)
+        self.started = time.monotonic()
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with self.proc.stdout:
+            for line in self.proc.stdout:
+                self._lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self._lines)
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            returncode = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._reader.join(5)
+        return returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._reader.join(5)
+
+
+@dataclass
+class DocRun:
+    """One block's run: where commands run, with what, and everything they printed."""
+
+    block: Block
+    cwd: Path
+    env: dict[str, str]
+    timeout: float
+    stop: Stop
+    names: dict[str, str] = field(default_factory=dict)
+    transcript: list[str] = field(default_factory=list)
+    background: list[tuple[str, Running]] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        tail = "\n".join("".join(self.transcript).splitlines()[-80:])
+        pytest.fail(f"{self.block.id}: {message}\n--- transcript (last lines) ---\n{tail}", pytrace=False)
+
+    def record(self, command: str, running: Running, how: str, returncode: int | None) -> None:
+        self.transcript.append(f"$ {command}\n{running.output}[{how}, exit {returncode}]\n")
+
+    def run(self, command: str, argv: list[str] | None = None, stop: Stop | None = None) -> str:
+        """Run one command to its end (or its stop), check its exit status, return its output."""
+        stop = stop or self.stop
+        running = Running(argv or ["bash", "-o", "pipefail", "-c", command], self.cwd, self.env)
+        try:
+            while (returncode := running.wait(0.1)) is None:
+                elapsed = time.monotonic() - running.started
+                if (stop.after is not None and elapsed >= stop.after) or (stop.when and stop.when in running.output):
+                    running.signal(stop.sig)
+                    returncode = running.wait(STOP_GRACE)
+                    self.record(command, running, f"stopped with {stop.sig.name}", returncode)
+                    if returncode is None:
+                        self.fail(f"{command!r} did not exit within {STOP_GRACE:.0f} s of {stop.sig.name}")
+                    elif not stop.accepts(returncode):
+                        self.fail(f"{command!r} exited with {returncode} after {stop.sig.name} (expected {stop.exit})")
+                    return running.output
+                if elapsed > self.timeout:
+                    self.record(command, running, "still running", None)
+                    self.fail(f"{command!r} still runs after {self.timeout:.0f} s (if it runs until stopped, mark "
+                              "the block with stop-after= or stop-when=)")
+            self.record(command, running, "exited", returncode)
+            if returncode != 0:
+                self.fail(f"{command!r} exited with {returncode}")
+            return running.output
+        finally:
+            running.kill()
+
+    def start_background(self, command: str, ready: str | None) -> None:
+        running = Running(["bash", "-o", "pipefail", "-c", command], self.cwd, self.env)
+        self.background.append((command, running))
+        if ready is None:
+            return
+        while ready not in running.output:
+            if running.proc.poll() is not None or time.monotonic() - running.started > self.timeout:
+                self.record(command, running, "background, not ready", running.proc.poll())
+                self.fail(f"{command!r} did not print {ready!r}")
+            time.sleep(0.1)
+
+    def stop_background(self) -> None:
+        for command, running in self.background:
+            running.signal(self.stop.sig)
+            returncode = running.wait(STOP_GRACE)
+            self.record(command, running, f"background, stopped with {self.stop.sig.name}", returncode)
+            if returncode is None:
+                self.fail(f"{command!r} did not exit within {STOP_GRACE:.0f} s of {self.stop.sig.name}")
+            elif not self.stop.accepts(returncode):
+                self.fail(f"{command!r} exited with {returncode} after {self.stop.sig.name}")
+
+    def close(self) -> None:
+        for _, running in self.background:
+            running.kill()
+
+
+def _param(block: Block) -> Any:
+    if block.mark("skip") is not None:
+        reason = block.mark("reason")
+        marks = [pytest.mark.skip(reason=f"{block.id}: {reason}")] if reason else []
+        return pytest.param(block, id=block.id, marks=marks)  # without a reason: fails below
+    return pytest.param(block, id=block.id)
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in runnable_blocks()])
+def test_doc_block(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    if block.mark_error:
+        pytest.fail(block.mark_error, pytrace=False)
+    if block.mark("skip") is not None:
+        pytest.fail(f"{block.id}: a skip needs reason=\"...\"", pytrace=False)
+    doc = DocRun(block, ROOT, block_env(), float(block.mark("timeout", str(COMMAND_TIMEOUT)) or COMMAND_TIMEOUT),
+                 Stop(_float(block.mark("stop-after")), block.mark("stop-when"),
+                      signal.Signals[block.mark("signal", "SIGINT") or "SIGINT"], block.mark("exit", "0") or "0"))
+    try:
+        if block.mark("synopsis") is not None:
+            check_synopsis(doc)
+            return
+        text = prepare(doc, request, tmp_path)
+        output = run_block(doc, text, tmp_path)
+        doc.stop_background()
+        output += "".join(doc.transcript)
+        for expected in block.all("expect"):
+            expected = substitute(expected, doc.names)
+            if expected not in output:
+                doc.fail(f"the output does not contain {expected!r}")
+    finally:
+        doc.close()
+
+
+def _float(text: str | None) -> float | None:
+    return float(text) if text else None
+
+
+def block_env() -> dict[str, str]:
+    venv_bin = str(Path(sys.executable).parent)
+    python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""), "PYTHONPATH": python_path,
+            "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120"}
+
+
+def prepare(doc: DocRun, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Start the broker, create the data, run the setup; the block's text with names replaced."""
+    block = doc.block
+    text = block.text
+    if block.mark("prelude"):
+        head, indent, tail = PRELUDES[block.mark("prelude") or ""]
+        text = head + textwrap.indent(text, indent) + tail
+    for replacement in block.all("replace"):
+        old, _, new = replacement.partition("=>")
+        text = text.replace(old, new.replace("{tmp}", str(tmp_path)))
+    broker_name = block.mark("broker")
+    if block.mark("prelude") == "pytest":
+        return text  # its own fixtures start the broker (--kafka-broker) and pick the names
+    if broker_name is not None:
+        broker = request.getfixturevalue(BROKER_FIXTURES[broker_name])
+        doc.names[DOC_ADDRESS] = broker.bootstrap_servers
+        suffix = uuid.uuid4().hex[:8]
+        if topic := block.mark("topic"):
+            doc.names[topic] = f"{topic}-{suffix}"
+            create_topic(broker, doc.names[topic], partitions=int(block.mark("partitions", "1") or 1))
+            records = int(block.mark("records", "0") or 0)
+            if records:
+                produce(broker, doc.names[topic], [(f"k{i}", f"v{i}") for i in range(records)],
+                        enable_idempotence=True)
+        if group := block.mark("group"):
+            doc.names[group] = f"{group}-{suffix}"
+    elif DOC_ADDRESS in text:
+        doc.fail(f"the block uses {DOC_ADDRESS}: mark it with broker=tansu or broker=kafka")
+    for setup in block.all("setup"):
+        doc.run(substitute(setup, doc.names), stop=Stop(None, None, signal.SIGINT, "0"))
+    if doc.stop.when:
+        doc.stop.when = substitute(doc.stop.when, doc.names)
+    return substitute(text, doc.names)
+
+
+def run_block(doc: DocRun, text: str, tmp_path: Path) -> str:
+    block = doc.block
+    if block.mark("prelude") == "pytest":
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "test_doc_example.py").write_text(text)
+        doc.cwd = project
+        broker = block.mark("broker", "tansu")
+        return doc.run(f"pytest test_doc_example.py --kafka-broker={broker}",
+                       [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_doc_example.py",
+                        f"--kafka-broker={broker}"])
+    if block.lang not in SHELL:
+        script = tmp_path / "block.py"
+        script.write_text(text)
+        return doc.run(f"python {script.name}", [sys.executable, str(script)])
+    output = []
+    for command in shell_commands(text):
+        if is_pip_install(command):
+            problems = pip_install_problems(command)
+            if problems:
+                doc.fail("; ".join(problems))
+            doc.transcript.append(f"$ {command}\n[checked, not run]\n")
+            continue
+        if found := re.fullmatch(r"cd\s+(\S+)", command):
+            doc.cwd = (doc.cwd / found[1]).resolve()
+            if not doc.cwd.is_dir():
+                doc.fail(f"{command!r}: no such directory")
+            continue
+        background = block.mark("background")
+        if background and program_of(command).startswith(background):
+            doc.start_background(command, substitute(block.mark("ready") or "", doc.names) or None)
+            continue
+        output.append(doc.run(command))
+    return "".join(output)
+
+
+def check_synopsis(doc: DocRun) -> None:
+    for synopsis in synopses(doc.block.text):
+        shown = " ".join(synopsis.command)
+        help_text = doc.run(f"{shown} --help", [*synopsis.command, "--help"])
+        for word in synopsis.options + synopsis.choices:
+            if not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", help_text):
+                doc.fail(f"the synopsis of {shown!r} shows {word!r}, which its --help does not")
