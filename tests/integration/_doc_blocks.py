@@ -35,6 +35,7 @@ class Block:
     text: str
     marks: dict[str, list[str]] = field(default_factory=dict)
     mark_error: str | None = None
+    mark_lines: list[int] = field(default_factory=list)  # 1-based
 
     @property
     def id(self) -> str:
@@ -71,10 +72,10 @@ def parse_marks(body: str) -> dict[str, list[str]]:
     return marks
 
 
-def blocks_of(path: Path) -> list[Block]:
+def blocks_of(path: Path, root: Path = ROOT) -> list[Block]:
     """Every fenced block of a Markdown file with the marks on the lines just above it."""
     lines = path.read_text().splitlines()
-    rel = str(path.relative_to(ROOT))
+    rel = str(path.relative_to(root))
     blocks: list[Block] = []
     i = 0
     while i < len(lines):
@@ -89,6 +90,7 @@ def blocks_of(path: Path) -> list[Block]:
         block = Block(rel, i + 1, lang, "\n".join(lines[i + 1:end]) + "\n")
         above = i - 1
         while above >= 0 and (found := _MARK.match(lines[above])):
+            block.mark_lines.append(above + 1)
             try:
                 for key, values in parse_marks(found["body"]).items():
                     block.marks.setdefault(key, []).extend(values)
@@ -98,6 +100,13 @@ def blocks_of(path: Path) -> list[Block]:
         blocks.append(block)
         i = end + 1
     return blocks
+
+
+def stray_marks(path: Path) -> list[int]:
+    """Lines of ``doc-test`` marks that sit on no block (a blank line between mark and fence)."""
+    attached = {line for block in blocks_of(path) for line in block.mark_lines}
+    return [number for number, line in enumerate(path.read_text().splitlines(), 1)
+            if "doc-test:" in line and line.lstrip().startswith("<!--") and number not in attached]
 
 
 def runnable_blocks() -> list[Block]:

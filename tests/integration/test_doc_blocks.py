@@ -69,11 +69,14 @@ from ._doc_blocks import (
     ROOT,
     SHELL,
     Block,
+    blocks_of,
+    doc_files,
     is_pip_install,
     pip_install_problems,
     program_of,
     runnable_blocks,
     shell_commands,
+    stray_marks,
     substitute,
     synopses,
 )
@@ -294,6 +297,10 @@ def _param(block: Block) -> Any:
 
 @pytest.mark.parametrize("block", [_param(b) for b in runnable_blocks()])
 def test_doc_block(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    run_doc_block(block, request, tmp_path)
+
+
+def run_doc_block(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     if block.mark_error:
         pytest.fail(block.mark_error, pytrace=False)
     if block.mark("skip") is not None:
@@ -333,12 +340,16 @@ def prepare(doc: DocRun, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     block = doc.block
     text = block.text
     if block.mark("prelude"):
+        if block.mark("prelude") not in PRELUDES:
+            doc.fail(f"prelude={block.mark('prelude')}: the preludes are {', '.join(PRELUDES)}")
         head, indent, tail = PRELUDES[block.mark("prelude") or ""]
         text = head + textwrap.indent(text, indent) + tail
     for replacement in block.all("replace"):
         old, _, new = replacement.partition("=>")
         text = text.replace(old, new.replace("{tmp}", str(tmp_path)))
     broker_name = block.mark("broker")
+    if broker_name is not None and broker_name not in BROKER_FIXTURES:
+        doc.fail(f"broker={broker_name}: the choices are {', '.join(BROKER_FIXTURES)}")
     if block.mark("prelude") == "pytest":
         return text  # its own fixtures start the broker (--kafka-broker) and pick the names
     if broker_name is not None:
@@ -406,3 +417,83 @@ def check_synopsis(doc: DocRun) -> None:
         for word in synopsis.options + synopsis.choices:
             if not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", help_text):
                 doc.fail(f"the synopsis of {shown!r} shows {word!r}, which its --help does not")
+
+
+# --- the collector itself: a block that does not work fails ---
+
+def _block(text: str, lang: str = "bash", **marks: str) -> Block:
+    return Block("doc.md", 1, lang, text, {key: [value] for key, value in marks.items()})
+
+
+@pytest.mark.parametrize(("block", "says"), [
+    (_block("true\nfalse\n"), "'false' exited with 1"),
+    (_block("sleep 30\n", timeout="1"), "'sleep 30' still runs after 1 s"),
+    (_block("trap 'exit 3' INT; echo up; while true; do sleep 0.1; done\n", **{"stop-when": "up"}),
+     "exited with 3 after SIGINT"),
+    (_block("import sys\nsys.exit('no')\n", lang="python"), "'python block.py' exited with 1"),
+    (_block("echo hello\n", expect="goodbye"), "the output does not contain 'goodbye'"),
+    (_block("pip install 'aiokafka-lite[nosuch]'\n"), "names the extra [nosuch]"),
+    (_block("cd nowhere-at-all\n"), "no such directory"),
+    (_block("aiokafka-lite consume orders -b 127.0.0.1:9092 --max 1\n"), "mark it with broker=tansu"),
+    (_block("aiokafka-lite consume TOPIC [--nosuch-option]\n", synopsis=""),
+     "shows '--nosuch-option', which its --help does not"),
+], ids=["exit-status", "timeout", "stopped-exit-status", "python", "expect", "pip-extra", "cd", "address",
+        "synopsis"])
+def test_a_block_that_does_not_work_fails(block: Block, says: str, request: pytest.FixtureRequest,
+                                          tmp_path: Path) -> None:
+    with pytest.raises(pytest.fail.Exception, match=re.escape(says)):
+        run_doc_block(block, request, tmp_path)
+
+
+def test_a_stopped_command_passes_when_it_exits_as_told(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    run_doc_block(_block("echo up; sleep 30\n", expect="up", **{"stop-when": "up", "exit": "signal"}), request,
+                  tmp_path)
+
+
+def test_marks_are_read_from_the_comments_above_a_block(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(textwrap.dedent('''\
+        Text.
+
+        <!-- doc-test: broker=kafka topic=orders -->
+        <!-- doc-test: expect="a b" expect=c -->
+        ```bash
+        aiokafka-lite consume orders \\
+            --max 1   # a comment
+        # a comment line
+        ```
+
+        ```text
+        output
+        ```
+        <!-- doc-test: nosuch=1 -->
+        ```python
+        print(1)
+        ```
+        '''))
+    first, output, bad = blocks_of(page, root=tmp_path)
+    assert (first.id, first.lang) == ("page.md:5", "bash")
+    assert first.marks == {"broker": ["kafka"], "topic": ["orders"], "expect": ["a b", "c"]}
+    assert shell_commands(first.text) == ["aiokafka-lite consume orders      --max 1   # a comment"]
+    assert output.lang == "text"
+    assert not output.marks
+    assert bad.mark_error is not None
+    assert "unknown doc-test mark 'nosuch'" in bad.mark_error
+
+
+def test_names_are_replaced_as_whole_words_once() -> None:
+    names = {"orders": "orders-1a", "127.0.0.1:9092": "127.0.0.1:4242", "billing": "billing-1a"}
+    text = "consume orders -b 127.0.0.1:9092 --group billing > /tmp/orders-out; echo demo-orders reorders"
+    assert substitute(text, names) == ("consume orders-1a -b 127.0.0.1:4242 --group billing-1a > /tmp/orders-1a-out; "
+                                       "echo demo-orders reorders")
+
+
+def test_every_mark_sits_on_a_block() -> None:
+    stray = [f"{path.relative_to(ROOT)}:{line}" for path in doc_files() for line in stray_marks(path)]
+    assert not stray, f"doc-test marks must be on the lines just above a fence: {stray}"
+
+
+def test_skips_are_few_and_say_why() -> None:
+    skipped = [block for block in runnable_blocks() if block.mark("skip") is not None]
+    assert all(block.mark("reason") for block in skipped), [b.id for b in skipped if not b.mark("reason")]
+    assert len(skipped) <= len(runnable_blocks()) // 4, [b.id for b in skipped]
