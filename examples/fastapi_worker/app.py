@@ -1,5 +1,6 @@
 """A FastAPI service with a Kafka consumer working in the background.
 
+    cd examples/fastapi_worker    # uvicorn imports app from the current directory
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 KAFKA_TOPICS=orders KAFKA_GROUP_ID=billing \\
         uvicorn app:app --host 127.0.0.1 --port 8000
 

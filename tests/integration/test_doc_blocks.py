@@ -24,7 +24,9 @@ Marks: HTML comments on their own lines just above the fence (a reader does not 
                             other block uses
     group=NAME              likewise a fresh consumer group id for NAME
     prelude=NAME            run a Python fragment inside a context (PRELUDES below: "consumer",
-                            "dead-letter", "spark", "pytest"); better, make the block complete
+                            "dead-letter", "pytest", and "spark": `spark` is given, and every
+                            Spark block runs in one shared Spark process to spare a JVM start
+                            each); better, make the block complete
     setup="CMD"             a shell command run before the block (repeatable)
     replace="OLD=>NEW"      textual replacement in the block; {tmp} is a fresh directory
     stop-after=SECONDS      a command still running after this long is stopped with `signal`
@@ -56,6 +58,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,24 +130,16 @@ async def main() -> None:
 ''', " " * 8, '''
 asyncio.run(main())
 '''),
-    # A local SparkSession `spark` with the source registered (as the page's first block does);
-    # afterwards a streaming `query` is awaited and a `df`'s
-    # columns are printed, so that a lazy fragment is seen to work.
-    "spark": ('''\
-from pyspark.sql import SparkSession
-
-from aiokafka_lite.spark import register
-
-spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-spark.sparkContext.setLogLevel("ERROR")
-register(spark)
-''', "", '''
+    # Run in the module's one Spark worker (SPARK_WORKER: a JVM start per block would cost 10-20 s
+    # each), with `spark`, a local SparkSession with the source registered (as the page's first
+    # block does); afterwards a streaming `query` is awaited and a `df`'s columns are printed, so
+    # that a lazy fragment is seen to work. Complete Spark blocks are marked with it too.
+    "spark": ("", "", '''
 if "query" in globals():
     query.awaitTermination(120)
     print("doc-test: query finished, error:", query.exception())
 if "df" in globals():
     print("doc-test: columns", df.columns)
-spark.stop()
 '''),
     # A test module in a project of its own: the block, after the imports it needs, run by pytest
     # with the installed plugin (--kafka-broker from the broker mark).
@@ -158,6 +153,103 @@ from aiokafka_lite.testing.helpers import create_topic, produce
 
 ''', "", ""),
 }
+
+
+# Runs the scripts whose paths it reads on stdin, one at a time, each in a fresh namespace with the
+# same `spark`; "doc-test: done ok|error" ends each one's output.
+SPARK_WORKER = """\
+import sys
+import traceback
+
+from pyspark.sql import SparkSession
+
+from aiokafka_lite.spark import register
+
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+register(spark)
+print("doc-test: ready", flush=True)
+for line in sys.stdin:
+    path = line.strip()
+    try:
+        with open(path) as script:
+            exec(compile(script.read(), path, "exec"), {"__name__": "__main__", "spark": spark})
+        status = "ok"
+    except BaseException:
+        traceback.print_exc()
+        status = "error"
+    print(f"doc-test: done {status}", flush=True)
+spark.stop()
+"""
+
+
+class SparkWorker:
+    """One Python process with a SparkSession, running the Spark blocks' scripts in turn."""
+
+    def __init__(self, script: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, env=block_env(), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                                     start_new_session=True)
+        self._lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._wait_for("doc-test: ready", 0, COMMAND_TIMEOUT * 2)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with self.proc.stdout:
+            for line in self.proc.stdout:
+                self._lines.append(line)
+
+    def _wait_for(self, text: str, since: int, timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self._lines[since:]:
+                if line.startswith(text):
+                    return line
+            if self.proc.poll() is not None:
+                return None
+            time.sleep(0.1)
+        return None
+
+    def run(self, script: Path, timeout: float) -> tuple[str, str]:
+        """(output, "ok" | "error" | what went wrong) of one script."""
+        since = len(self._lines)
+        assert self.proc.stdin is not None
+        if self.proc.poll() is not None:
+            return "".join(self._lines[-40:]), f"the Spark worker exited with {self.proc.returncode}"
+        self.proc.stdin.write(f"{script}\n")
+        self.proc.stdin.flush()
+        done = self._wait_for("doc-test: done", since, timeout)
+        output = "".join(self._lines[since:])
+        if done is None:
+            self.close()  # a hung block: the following Spark blocks fail too, saying so
+            return output, f"no end within {timeout:.0f} s"
+        return output, done.split()[-1]
+
+    def close(self) -> None:
+        if self.proc.poll() is None and self.proc.stdin is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._reader.join(5)
+
+
+@pytest.fixture(scope="module")
+def spark_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkWorker]:
+    pytest.importorskip("pyspark", reason="pyspark is not installed: pip install 'aiokafka-lite[spark]'")
+    script = tmp_path_factory.mktemp("spark") / "spark_worker.py"
+    script.write_text(SPARK_WORKER)
+    worker = SparkWorker(script)
+    try:
+        yield worker
+    finally:
+        worker.close()
 
 
 @dataclass
@@ -219,6 +311,7 @@ class DocRun:
     """One block's run: where commands run, with what, and everything they printed."""
 
     block: Block
+    request: pytest.FixtureRequest
     cwd: Path
     env: dict[str, str]
     timeout: float
@@ -305,14 +398,15 @@ def run_doc_block(block: Block, request: pytest.FixtureRequest, tmp_path: Path) 
         pytest.fail(block.mark_error, pytrace=False)
     if block.mark("skip") is not None:
         pytest.fail(f"{block.id}: a skip needs reason=\"...\"", pytrace=False)
-    doc = DocRun(block, ROOT, block_env(), float(block.mark("timeout", str(COMMAND_TIMEOUT)) or COMMAND_TIMEOUT),
+    timeout = float(block.mark("timeout") or COMMAND_TIMEOUT)
+    doc = DocRun(block, request, ROOT, block_env(), timeout,
                  Stop(_float(block.mark("stop-after")), block.mark("stop-when"),
                       signal.Signals[block.mark("signal", "SIGINT") or "SIGINT"], block.mark("exit", "0") or "0"))
     try:
         if block.mark("synopsis") is not None:
             check_synopsis(doc)
             return
-        text = prepare(doc, request, tmp_path)
+        text = prepare(doc, tmp_path)
         output = run_block(doc, text, tmp_path)
         doc.stop_background()
         output += "".join(doc.transcript)
@@ -335,7 +429,7 @@ def block_env() -> dict[str, str]:
             "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120"}
 
 
-def prepare(doc: DocRun, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def prepare(doc: DocRun, tmp_path: Path) -> str:
     """Start the broker, create the data, run the setup; the block's text with names replaced."""
     block = doc.block
     text = block.text
@@ -353,7 +447,7 @@ def prepare(doc: DocRun, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if block.mark("prelude") == "pytest":
         return text  # its own fixtures start the broker (--kafka-broker) and pick the names
     if broker_name is not None:
-        broker = request.getfixturevalue(BROKER_FIXTURES[broker_name])
+        broker = doc.request.getfixturevalue(BROKER_FIXTURES[broker_name])
         doc.names[DOC_ADDRESS] = broker.bootstrap_servers
         suffix = uuid.uuid4().hex[:8]
         if topic := block.mark("topic"):
@@ -388,6 +482,13 @@ def run_block(doc: DocRun, text: str, tmp_path: Path) -> str:
     if block.lang not in SHELL:
         script = tmp_path / "block.py"
         script.write_text(text)
+        if block.mark("prelude") == "spark":
+            worker: SparkWorker = doc.request.getfixturevalue("spark_worker")
+            output, status = worker.run(script, doc.timeout)
+            doc.transcript.append(f"$ (Spark worker) {script.name}\n{output}")
+            if status != "ok":
+                doc.fail(f"the block failed in the Spark worker: {status}")
+            return output
         return doc.run(f"python {script.name}", [sys.executable, str(script)])
     output = []
     for command in shell_commands(text):
