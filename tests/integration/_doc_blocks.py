@@ -153,7 +153,7 @@ def substitute(text: str, names: dict[str, str]) -> str:
 # --- pip install lines: checked, not run (the suite must not change the environment it runs in) ---
 
 _PIP_INSTALL = re.compile(r"^(?:python3? -m )?pip install\b")
-_EXTRAS = re.compile(r"aiokafka-lite\[([\w,\s-]+)\]")
+_EXTRAS = re.compile(r"(?:aiokafka-lite|aiokafka_lite[^\s\[]*|\.)\[([\w,\s-]+)\]")  # the package, a wheel, a clone
 
 
 def is_pip_install(command: str) -> bool:

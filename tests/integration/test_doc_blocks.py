@@ -534,12 +534,13 @@ def _block(text: str, lang: str = "bash", **marks: str) -> Block:
     (_block("import sys\nsys.exit('no')\n", lang="python"), "'python block.py' exited with 1"),
     (_block("echo hello\n", expect="goodbye"), "the output does not contain 'goodbye'"),
     (_block("pip install 'aiokafka-lite[nosuch]'\n"), "names the extra [nosuch]"),
+    (_block("pip install -e '.[cli,nosuch]'\n"), "names the extra [nosuch]"),
     (_block("cd nowhere-at-all\n"), "no such directory"),
     (_block("aiokafka-lite consume orders -b 127.0.0.1:9092 --max 1\n"), "mark it with broker=tansu"),
     (_block("aiokafka-lite consume TOPIC [--nosuch-option]\n", synopsis=""),
      "shows '--nosuch-option', which its --help does not"),
-], ids=["exit-status", "timeout", "stopped-exit-status", "python", "expect", "pip-extra", "cd", "address",
-        "synopsis"])
+], ids=["exit-status", "timeout", "stopped-exit-status", "python", "expect", "pip-extra", "pip-extra-clone", "cd",
+        "address", "synopsis"])
 def test_a_block_that_does_not_work_fails(block: Block, says: str, request: pytest.FixtureRequest,
                                           tmp_path: Path) -> None:
     with pytest.raises(pytest.fail.Exception, match=re.escape(says)):
