@@ -18,9 +18,9 @@ DOC_ADDRESS = "127.0.0.1:9092"  # the broker address the docs use; a marked bloc
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<lang>[\w+-]*)")
 _MARK = re.compile(r"^\s*<!--\s*doc-test:(?P<body>.*?)-->\s*$")
 _KEYS = {"skip", "reason", "broker", "topic", "partitions", "records", "group", "prelude", "setup",
-         "stop-after", "stop-when", "signal", "exit", "background", "ready", "expect", "timeout", "replace",
-         "synopsis"}
-_REPEATABLE = {"expect", "replace", "setup"}
+         "stop-after", "stop-when", "signal", "exit", "background", "ready", "expect", "refuse", "timeout",
+         "replace", "synopsis"}
+_REPEATABLE = {"expect", "refuse", "replace", "setup"}
 
 
 class MarkError(ValueError):

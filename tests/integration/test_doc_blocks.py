@@ -39,6 +39,9 @@ Marks: HTML comments on their own lines just above the fence (a reader does not 
                             background while the next ones run (a server and its `curl`), and are
                             stopped with `signal` at the end; ready="TEXT" waits for TEXT first
     expect="TEXT"           the block's output must contain TEXT (repeatable; names replaced)
+    refuse="TEXT"           ... must not contain TEXT (repeatable), e.g. refuse=Warning. A Python
+                            traceback is always refused, except from a command stopped with
+                            exit=signal (Ctrl-C in a script prints one)
     timeout=SECONDS         each command's limit (default 60)
     synopsis                a usage line, not a command: every option and every a|b choice in it
                             must appear in the command's --help
@@ -86,6 +89,7 @@ from ._doc_blocks import (
 
 COMMAND_TIMEOUT = 60.0
 STOP_GRACE = 30.0  # seconds a stopped command has to exit
+TRACEBACK = "Traceback (most recent call last)"
 BROKER_FIXTURES = {"tansu": "tansu_broker", "kafka": "apache_kafka_broker"}
 
 # name -> (code before the block, indentation of the block, code after it)
@@ -342,6 +346,8 @@ class DocRun:
                         self.fail(f"{command!r} did not exit within {STOP_GRACE:.0f} s of {stop.sig.name}")
                     elif not stop.accepts(returncode):
                         self.fail(f"{command!r} exited with {returncode} after {stop.sig.name} (expected {stop.exit})")
+                    if stop.exit != "signal":
+                        self.refuse_traceback(command, running.output)
                     return running.output
                 if elapsed > self.timeout:
                     self.record(command, running, "still running", None)
@@ -350,6 +356,7 @@ class DocRun:
             self.record(command, running, "exited", returncode)
             if returncode != 0:
                 self.fail(f"{command!r} exited with {returncode}")
+            self.refuse_traceback(command, running.output)
             return running.output
         finally:
             running.kill()
@@ -374,6 +381,12 @@ class DocRun:
                 self.fail(f"{command!r} did not exit within {STOP_GRACE:.0f} s of {self.stop.sig.name}")
             elif not self.stop.accepts(returncode):
                 self.fail(f"{command!r} exited with {returncode} after {self.stop.sig.name}")
+            if self.stop.exit != "signal":
+                self.refuse_traceback(command, running.output)
+
+    def refuse_traceback(self, command: str, output: str) -> None:
+        if TRACEBACK in output:
+            self.fail(f"{command!r} printed a traceback")
 
     def close(self) -> None:
         for _, running in self.background:
@@ -414,6 +427,9 @@ def run_doc_block(block: Block, request: pytest.FixtureRequest, tmp_path: Path) 
             expected = substitute(expected, doc.names)
             if expected not in output:
                 doc.fail(f"the output does not contain {expected!r}")
+        for refused in block.all("refuse"):
+            if substitute(refused, doc.names) in output:
+                doc.fail(f"the output contains {refused!r}")
     finally:
         doc.close()
 
@@ -533,14 +549,16 @@ def _block(text: str, lang: str = "bash", **marks: str) -> Block:
      "exited with 3 after SIGINT"),
     (_block("import sys\nsys.exit('no')\n", lang="python"), "'python block.py' exited with 1"),
     (_block("echo hello\n", expect="goodbye"), "the output does not contain 'goodbye'"),
+    (_block("echo hello warning\n", refuse="warning"), "the output contains 'warning'"),
+    (_block("print('Traceback (most recent call last)')\n", lang="python"), "printed a traceback"),
     (_block("pip install 'aiokafka-lite[nosuch]'\n"), "names the extra [nosuch]"),
     (_block("pip install -e '.[cli,nosuch]'\n"), "names the extra [nosuch]"),
     (_block("cd nowhere-at-all\n"), "no such directory"),
     (_block("aiokafka-lite consume orders -b 127.0.0.1:9092 --max 1\n"), "mark it with broker=tansu"),
     (_block("aiokafka-lite consume TOPIC [--nosuch-option]\n", synopsis=""),
      "shows '--nosuch-option', which its --help does not"),
-], ids=["exit-status", "timeout", "stopped-exit-status", "python", "expect", "pip-extra", "pip-extra-clone", "cd",
-        "address", "synopsis"])
+], ids=["exit-status", "timeout", "stopped-exit-status", "python", "expect", "refuse", "traceback", "pip-extra",
+        "pip-extra-clone", "cd", "address", "synopsis"])
 def test_a_block_that_does_not_work_fails(block: Block, says: str, request: pytest.FixtureRequest,
                                           tmp_path: Path) -> None:
     with pytest.raises(pytest.fail.Exception, match=re.escape(says)):
