@@ -1,5 +1,6 @@
 """A FastAPI service with a Kafka consumer working in the background.
 
+    cd examples/fastapi_worker    # uvicorn imports app from the current directory
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 KAFKA_TOPICS=orders KAFKA_GROUP_ID=billing \\
         uvicorn app:app --host 127.0.0.1 --port 8000
 
@@ -18,6 +19,8 @@
   raw bytes to a dead-letter topic there if you keep one) and the worker seeks past it.
 
 Any consumer setting can be given as ``KAFKA_<NAME>``, e.g. ``KAFKA_MAX_POLL_INTERVAL_MS=60000``;
+other ``KAFKA_*`` variables (``KAFKA_HOME``, ``KAFKA_HEAP_OPTS`` where Kafka is installed) are not
+settings and are ignored, with an INFO line naming them (a WARNING for a likely misspelling);
 deserializers go in ``create_app(properties=...)`` by their field names (``value_deserializer``).
 Replace :func:`handle` with your own processing.
 """
@@ -25,6 +28,7 @@ Replace :func:`handle` with your own processing.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -35,20 +39,54 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from aiokafka_lite import Consumer, ConsumerRecord
+from aiokafka_lite.config import settings_table
 from aiokafka_lite.errors import RecordDeserializationError
 
 log = logging.getLogger("fastapi_worker")
 
-# Environment variables that are not consumer settings.
-NOT_SETTINGS = {"KAFKA_TOPICS"}
+ENV_PREFIX = "KAFKA_"
+# KAFKA_ + a consumer setting's name, upper case. Other KAFKA_* variables are common where Kafka is
+# installed (KAFKA_HOME, KAFKA_HEAP_OPTS, a broker image's KAFKA_ADVERTISED_LISTENERS): not ours.
+SETTING_NAMES = frozenset(row.name for row in settings_table())
+TOPICS_VARIABLE = "KAFKA_TOPICS"  # the example's own: comma-separated topics to subscribe to
 # poll() returns at least this often, so shutdown waits at most about this long for the loop.
 POLL_SECONDS = 1.0
 
 
 def properties_from_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``KAFKA_GROUP_ID=billing`` -> ``{"group.id": "billing"}``, for every ``KAFKA_*`` variable."""
-    return {name[len("KAFKA_"):].lower().replace("_", "."): value for name, value in env.items()
-            if name.startswith("KAFKA_") and name not in NOT_SETTINGS}
+    """``KAFKA_GROUP_ID=billing`` -> ``{"group.id": "billing"}``, for every variable that is
+    ``KAFKA_`` + a consumer setting's name; the others are left alone (see :func:`ignored_env`)."""
+    return {name.replace("_", "."): value for name, value in _settings_in(env).items()}
+
+
+def _settings_in(env: Mapping[str, str]) -> dict[str, str]:
+    return {var[len(ENV_PREFIX):].lower(): value for var, value in env.items()
+            if var.startswith(ENV_PREFIX) and var[len(ENV_PREFIX):].lower() in SETTING_NAMES}
+
+
+def ignored_env(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The ``KAFKA_*`` variables that name no setting, each with the setting it is close to (a
+    likely misspelling) or None."""
+    ignored: dict[str, str | None] = {}
+    for var in sorted(env):
+        if not var.startswith(ENV_PREFIX) or var == TOPICS_VARIABLE:
+            continue
+        name = var[len(ENV_PREFIX):].lower()
+        if name not in SETTING_NAMES:
+            close = difflib.get_close_matches(name, SETTING_NAMES, n=1, cutoff=0.8)
+            ignored[var] = ENV_PREFIX + close[0].upper() if close else None
+    return ignored
+
+
+def log_ignored_env(env: Mapping[str, str]) -> None:
+    ignored = ignored_env(env)
+    for var, setting in ignored.items():
+        if setting is not None:
+            log.warning("%s is not a consumer setting and is ignored; did you mean %s?", var, setting)
+    others = [var for var, setting in ignored.items() if setting is None]
+    if others:
+        log.info("not consumer settings, ignored: %s (a setting is KAFKA_ + its name, e.g. "
+                 "KAFKA_SESSION_TIMEOUT_MS)", ", ".join(others))
 
 
 async def handle(record: ConsumerRecord) -> None:
@@ -138,8 +176,10 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if properties is None:
+            log_ignored_env(os.environ)
         props = dict(properties) if properties is not None else properties_from_env(os.environ)
-        names = topics if topics is not None else os.environ.get("KAFKA_TOPICS", "").split(",")
+        names = topics if topics is not None else os.environ.get(TOPICS_VARIABLE, "").split(",")
         worker = Worker(Consumer.from_properties(props, *[t for t in names if t]))
         await worker.start()
         app.state.worker = worker

@@ -68,6 +68,20 @@ def test_properties_from_env_maps_kafka_names():
     assert props == {"bootstrap.servers": "h:1", "group.id": "g"}
 
 
+# Set where Kafka is installed, and in Kafka's container images: not consumer settings.
+KAFKA_INSTALL_ENV = {"KAFKA_HOME": "/opt/kafka", "KAFKA_HEAP_OPTS": "-Xmx1G -Xms1G",
+                     "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://kafka:9092"}
+
+
+def test_properties_from_env_leaves_other_kafka_variables_alone():
+    module = load_app_module()
+    env = {"KAFKA_BOOTSTRAP_SERVERS": "h:1", "KAFKA_SESSION_TIMEOUT_MS": "10000", **KAFKA_INSTALL_ENV,
+           "KAFKA_SESION_TIMEOUT_MS": "6000", "KAFKA_TOPICS": "t"}
+    assert module.properties_from_env(env) == {"bootstrap.servers": "h:1", "session.timeout.ms": "10000"}
+    assert module.ignored_env(env) == {"KAFKA_ADVERTISED_LISTENERS": None, "KAFKA_HEAP_OPTS": None,
+                                       "KAFKA_HOME": None, "KAFKA_SESION_TIMEOUT_MS": "KAFKA_SESSION_TIMEOUT_MS"}
+
+
 async def eventually(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     last = None
@@ -109,6 +123,33 @@ async def test_worker_serves_health_and_metrics_and_leaves_the_group_on_sigterm(
     assert server.returncode in (0, -signal.SIGTERM), log_text
     assert "consumer closed: offsets committed, left the group" in log_text
     assert "Finished server process" in log_text
+    assert "Traceback" not in log_text
+
+
+@pytest.mark.asyncio
+async def test_worker_starts_where_kafka_is_installed(apache_kafka_broker, unique_topic, unique_group, tmp_path):
+    """KAFKA_HOME, KAFKA_HEAP_OPTS and a broker image's KAFKA_ADVERTISED_LISTENERS in the environment:
+    the worker starts, consumes and says once (INFO, not WARNING) that it ignored them."""
+    bootstrap = apache_kafka_broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic, partitions=PARTITIONS)
+    produce(bootstrap, unique_topic, [{"value": f"v{i}", "partition": i % PARTITIONS} for i in range(RECORDS)])
+    env = {**os.environ, **KAFKA_INSTALL_ENV, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPICS": unique_topic,
+           "KAFKA_GROUP_ID": unique_group, "KAFKA_AUTO_OFFSET_RESET": "earliest"}
+    async with running_worker(env, tmp_path) as (server, http, log_path):
+        async def all_processed():
+            if server.returncode is not None:
+                raise AssertionError(f"the worker exited with {server.returncode}:\n{log_path.read_text()}")
+            response = await _get(http, "/metrics")
+            return response is not None and response.json()["records_processed"] == RECORDS
+
+        await eventually(all_processed, 60, f"{RECORDS} records processed")
+        assert (await http.get("/health")).status_code == 200
+        server.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(server.wait(), 15)
+    log_text = log_path.read_text()
+    assert ("INFO:fastapi_worker:not consumer settings, ignored: KAFKA_ADVERTISED_LISTENERS, KAFKA_HEAP_OPTS, "
+            "KAFKA_HOME") in log_text
+    assert "WARNING" not in log_text
     assert "Traceback" not in log_text
 
 
