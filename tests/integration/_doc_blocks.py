@@ -19,7 +19,7 @@ _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<lang>[\w+-]*)")
 _MARK = re.compile(r"^\s*<!--\s*doc-test:(?P<body>.*?)-->\s*$")
 _KEYS = {"skip", "reason", "broker", "topic", "partitions", "records", "group", "prelude", "setup",
          "stop-after", "stop-when", "signal", "exit", "background", "ready", "expect", "refuse", "timeout",
-         "replace", "synopsis"}
+         "replace", "synopsis", "run-by"}
 _REPEATABLE = {"expect", "refuse", "replace", "setup"}
 
 

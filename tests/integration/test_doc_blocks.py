@@ -45,6 +45,10 @@ Marks: HTML comments on their own lines just above the fence (a reader does not 
     timeout=SECONDS         each command's limit (default 60)
     synopsis                a usage line, not a command: every option and every a|b choice in it
                             must appear in the command's --help
+    run-by=TEST_FILE        a block that needs what the collector does not start (a TLS or SASL
+                            cluster, the reader's own keystore) and that TEST_FILE runs as written,
+                            reading it from this Markdown file: checked here to name a test file
+                            that reads this file, not counted as a skip
 
 Skips stay few: today `./dev` (it runs this suite, and sets up its own .venv with pip), the
 property test's long runs, the Spark benchmark and a sketch with an elided body.
@@ -186,6 +190,10 @@ def run_doc_block(block: Block, request: pytest.FixtureRequest, tmp_path: Path) 
     doc = DocRun(block, request, ROOT, block_env(), timeout,
                  Stop(_float(block.mark("stop-after")), block.mark("stop-when"),
                       signal.Signals[block.mark("signal", "SIGINT") or "SIGINT"], block.mark("exit", "0") or "0"))
+    run_by = block.mark("run-by")
+    if run_by is not None:
+        check_run_by(block, run_by)
+        return
     try:
         if block.mark("synopsis") is not None:
             check_synopsis(doc)
@@ -375,6 +383,15 @@ def test_names_are_replaced_as_whole_words_once() -> None:
 def test_every_mark_sits_on_a_block() -> None:
     stray = [f"{path.relative_to(ROOT)}:{line}" for path in doc_files() for line in stray_marks(path)]
     assert not stray, f"doc-test marks must be on the lines just above a fence: {stray}"
+
+
+def check_run_by(block: Block, test_file: str) -> None:
+    """A run-by mark names a test module that exists and reads the block's own Markdown file."""
+    module = ROOT / test_file
+    if not module.is_file():
+        pytest.fail(f"{block.id}: run-by={test_file}: no such file", pytrace=False)
+    if Path(block.path).name not in module.read_text():
+        pytest.fail(f"{block.id}: run-by={test_file} does not read {block.path}", pytrace=False)
 
 
 def test_skips_are_few_and_say_why() -> None:
