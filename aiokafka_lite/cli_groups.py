@@ -112,6 +112,10 @@ async def describe_group(bootstrap: str, group_id: str, timeout: float = TIMEOUT
             owned = {tp for m in group.members for tp in m.assignment}
             ends = await _end_offsets(cluster, owned | set(committed))
             notes = [tansu_end_offsets_note()] if ends and await is_tansu(cluster) else []
+    except TimeoutError as exc:
+        if cluster.bootstrap_tries.reached:
+            raise
+        raise cluster.unreachable(timeout) from exc  # each bootstrap server's last failure
     finally:
         await cluster.close()
     return GroupView(group_id, group.group_type, group.state, group.protocol_type, group.assignor,
