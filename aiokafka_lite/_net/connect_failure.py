@@ -44,13 +44,15 @@ class Step(enum.Enum):
     SASL = "authenticating (SASL)"
 
 
-def explain(error: KafkaError, step: Step, address: str, uses_tls: bool) -> KafkaError:
-    """``error`` from opening a connection to ``address`` ("host:port") at ``step``, said plainly."""
+def explain(error: KafkaError, step: Step, address: str, uses_tls: bool, seconds: float | None) -> KafkaError:
+    """``error`` from opening a connection to ``address`` ("host:port") at ``step`` within
+    ``seconds``, said plainly."""
     if isinstance(error, AuthenticationError):
         return error  # already says why (certificate verification, SASL)
     root = _low_level_cause(error)
     if isinstance(error, KafkaTimeoutError):
-        return KafkaTimeoutError(f"{address} timed out {step.value}" + _timeout_hint(step))
+        return KafkaTimeoutError(f"{address} timed out {step.value} (no answer within {seconds} s)"
+                                 + _timeout_hint(step))
     if step is Step.CONNECT:
         return _connect_failure(error, root, address, uses_tls)
     if isinstance(root, ssl.SSLError) and _rejects_our_certificate(root):
