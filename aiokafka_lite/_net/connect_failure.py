@@ -22,6 +22,7 @@ from ..errors import (
     KafkaTimeoutError,
     ProtocolDecodeError,
 )
+from .options import ConnectionOptions
 
 # A TLS handshake takes well under a second; a peer silent for this long is most likely a plaintext
 # listener waiting for the rest of what it took for a huge frame (Java's connection setup default).
@@ -44,19 +45,22 @@ class Step(enum.Enum):
     SASL = "authenticating (SASL)"
 
 
-def explain(error: KafkaError, step: Step, address: str, uses_tls: bool, seconds: float | None) -> KafkaError:
+def explain(error: KafkaError, step: Step, address: str, options: ConnectionOptions,
+            seconds: float | None) -> KafkaError:
     """``error`` from opening a connection to ``address`` ("host:port") at ``step`` within
     ``seconds``, said plainly."""
+    uses_tls = options.uses_tls
     if isinstance(error, AuthenticationError):
         return error  # already says why (certificate verification, SASL)
     root = _low_level_cause(error)
     if isinstance(error, KafkaTimeoutError):
         return KafkaTimeoutError(f"{address} timed out {step.value} (no answer within {seconds} s)"
                                  + _timeout_hint(step))
+    if isinstance(root, ssl.SSLError) and _rejects_our_certificate(root):
+        # With TLS 1.3 the server's verdict on our certificate arrives after the handshake.
+        return _certificate_rejected(address, root, options)
     if step is Step.CONNECT:
         return _connect_failure(error, root, address, uses_tls)
-    if isinstance(root, ssl.SSLError) and _rejects_our_certificate(root):
-        return AuthenticationError(f"{address} rejected our TLS client certificate ({_reason(root)})")
     if step is Step.API_VERSIONS:
         if isinstance(error, ProtocolDecodeError):
             return ProtocolDecodeError(f"{address} is not a Kafka broker: it answered ApiVersions with "
@@ -85,8 +89,6 @@ def _connect_failure(error: KafkaError, root: BaseException | None, address: str
     if _refused(root):
         return KafkaConnectionError(f"{address} refused the connection")
     if uses_tls and isinstance(root, ssl.SSLError):
-        if _rejects_our_certificate(root):
-            return AuthenticationError(f"{address} rejected our TLS client certificate ({_reason(root)})")
         if any(reason in _reason(root) for reason in _NOT_TLS_REASONS):
             return KafkaConnectionError(f"{address}: TLS handshake failed ({_reason(root)}): the server "
                                         "does not speak TLS on this port?")
@@ -101,6 +103,13 @@ def _connect_failure(error: KafkaError, root: BaseException | None, address: str
     if isinstance(root, OSError) and root.strerror:
         return KafkaConnectionError(f"{address}: cannot connect: {root.strerror}")
     return error
+
+
+def _certificate_rejected(address: str, exc: ssl.SSLError, options: ConnectionOptions) -> AuthenticationError:
+    if options.ssl_certfile is None and options.ssl_context is None:
+        return AuthenticationError(f"{address} requires a TLS client certificate and none is configured "
+                                   f"(ssl_certfile, ssl_keyfile): TLS alert {_reason(exc)}")
+    return AuthenticationError(f"{address} rejected our TLS client certificate: TLS alert {_reason(exc)}")
 
 
 def _low_level_cause(error: BaseException) -> BaseException | None:

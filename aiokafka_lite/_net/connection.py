@@ -126,7 +126,7 @@ class Connection:
                         await conn.close()
                         raise
         except KafkaError as exc:
-            explained = explain(exc, step, address_name(host, port, node_id), options.uses_tls, seconds)
+            explained = explain(exc, step, address_name(host, port, node_id), options, seconds)
             if explained is exc:
                 raise
             raise explained from exc

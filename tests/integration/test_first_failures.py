@@ -13,8 +13,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+from aiokafka_lite import Consumer
+from aiokafka_lite.errors import AuthenticationError
 
 from .test_cli import CLI, ENV
 
@@ -144,3 +148,45 @@ def test_tls_against_a_plaintext_kafka_listener(apache_kafka_broker: object) -> 
     run = run_consume(address, "-X", "security.protocol=SSL")
     assert_said_at_once_then_gave_up(run, address, "closed the connection during the TLS handshake: the server "
                                      "does not speak TLS on this port?")
+
+
+# ---------------------------------------------------------------- what waiting cannot fix: at once
+
+@pytest.fixture(scope="module")
+def mutual_tls_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """Apache Kafka with a TLS listener that requires a client certificate: (address, CA file)."""
+    from aiokafka_lite.testing._process import BrokerUnavailable
+    from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+    from aiokafka_lite.testing.certs import TestCA, kafka_ssl_listener_properties
+
+    ca = TestCA.create(tmp_path_factory.mktemp("mtls") / "ca")
+    listener = {**kafka_ssl_listener_properties("MTLS", ca.issue("broker", ["localhost", "127.0.0.1"])),
+                "listener.name.mtls.ssl.client.auth": "required",
+                "listener.name.mtls.ssl.truststore.type": "PEM",
+                "listener.name.mtls.ssl.truststore.location": str(ca.cert_path)}
+    broker = ApacheKafkaBroker(extra_listeners={"MTLS": "SSL"}, extra_properties=listener)
+    try:
+        broker.start()
+    except BrokerUnavailable as exc:
+        pytest.skip(f"Apache Kafka unavailable: {exc}")
+    try:
+        yield f"127.0.0.1:{broker.listener_port('MTLS')}", ca.cert_path
+    finally:
+        broker.stop()
+
+
+@pytest.mark.broker("kafka")
+@pytest.mark.asyncio
+async def test_a_missing_client_certificate_fails_at_once(mutual_tls_kafka: tuple[str, Path]) -> None:
+    address, cafile = mutual_tls_kafka
+    consumer = Consumer(bootstrap_servers=address, security_protocol="SSL", ssl_cafile=str(cafile))
+    began = time.monotonic()
+    try:
+        with pytest.raises(AuthenticationError) as caught:
+            await consumer.start(timeout=15.0)
+    finally:
+        await consumer.close()
+    took = time.monotonic() - began
+    assert took < 5.0, f"{took:.1f} s: retried what waiting cannot fix"
+    assert str(caught.value).startswith(f"{address} requires a TLS client certificate and none is configured "
+                                        "(ssl_certfile, ssl_keyfile): TLS alert "), str(caught.value)
