@@ -113,9 +113,10 @@ async def describe_group(bootstrap: str, group_id: str, timeout: float = TIMEOUT
             ends = await _end_offsets(cluster, owned | set(committed))
             notes = [tansu_end_offsets_note()] if ends and await is_tansu(cluster) else []
     except TimeoutError as exc:
-        if cluster.bootstrap_tries.reached:
+        unreached = cluster.unreachable(timeout)  # each bootstrap server's last failure
+        if unreached is None:
             raise
-        raise cluster.unreachable(timeout) from exc  # each bootstrap server's last failure
+        raise unreached from exc
     finally:
         await cluster.close()
     return GroupView(group_id, group.group_type, group.state, group.protocol_type, group.assignor,

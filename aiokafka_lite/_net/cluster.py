@@ -74,7 +74,7 @@ class Cluster:
         self.monitor = ConnectionMonitor()
         # A metadata or coordinator outage is normal while brokers restart: INFO, then DEBUG.
         self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
-        self.bootstrap_tries = BootstrapTries(log, self.bootstrap_servers, retry_limit)
+        self._bootstrap_tries = BootstrapTries(log, self.bootstrap_servers, retry_limit)
         self.coordinator_failures: dict[str, FailureLog] = {}
         self._last_coordinator: dict[str, int] = {}  # survives "marked dead", to log moves only
 
@@ -97,13 +97,16 @@ class Cluster:
         except KafkaError:
             raise
         except TimeoutError as exc:
-            raise self.unreachable(seconds) from exc
+            raise self._unreachable(seconds) from exc
 
-    def unreachable(self, seconds: float | None) -> KafkaTimeoutError:
-        """The error of a caller that waited ``seconds`` for the cluster: each bootstrap server's
-        last failure and number of tries."""
+    def unreachable(self, seconds: float | None) -> KafkaTimeoutError | None:
+        """Until the cluster first answers: the error for a caller that waited ``seconds`` for it,
+        naming each bootstrap server's last failure and number of tries (None once it answered)."""
+        return None if self._bootstrap_tries.reached else self._unreachable(seconds)
+
+    def _unreachable(self, seconds: float | None) -> KafkaTimeoutError:
         return KafkaTimeoutError(f"could not reach the bootstrap servers within {seconds} s: "
-                                 f"{self.bootstrap_tries.failures() or _servers(self.bootstrap_servers)}")
+                                 f"{self._bootstrap_tries.failures() or _servers(self.bootstrap_servers)}")
 
     async def _bootstrap_once(self, reason: str | None, retry_limit: str | None = None) -> None:
         """Bootstrap unless another task did while this one waited; ``reason``: this is a
@@ -121,7 +124,7 @@ class Cluster:
 
     async def _bootstrap_rounds(self, retry_limit: str | None) -> None:
         backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
-        tries = self.bootstrap_tries
+        tries = self._bootstrap_tries
         while True:
             for_good: list[KafkaError] = []
             for host, port in self.bootstrap_servers:

@@ -274,9 +274,9 @@ class Consumer:
 
     def _unreached(self, exc: KafkaTimeoutError, limit: float | None, what: str | None = None) -> KafkaTimeoutError:
         """A call that timed out before the cluster ever answered: each bootstrap server's last failure."""
-        if self._started or self._connecting is None or self._connecting.bootstrap_tries.failures() is None:
+        unreached = None if self._started or self._connecting is None else self._connecting.unreachable(limit)
+        if unreached is None:
             return exc
-        unreached = self._connecting.unreachable(limit)
         return unreached if what is None else KafkaTimeoutError(f"{what} did not complete within {limit} s: "
                                                                 f"{unreached}")
 
