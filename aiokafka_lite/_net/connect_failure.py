@@ -48,7 +48,15 @@ class Step(enum.Enum):
 def explain(error: KafkaError, step: Step, address: str, options: ConnectionOptions,
             seconds: float | None) -> KafkaError:
     """``error`` from opening a connection to ``address`` ("host:port") at ``step`` within
-    ``seconds``, said plainly."""
+    ``seconds``, said plainly, and chained to it."""
+    explained = _explained(error, step, address, options, seconds)
+    if explained is not error:
+        explained.__cause__ = error  # fails_for_good and the traceback read the low-level cause
+    return explained
+
+
+def _explained(error: KafkaError, step: Step, address: str, options: ConnectionOptions,
+               seconds: float | None) -> KafkaError:
     uses_tls = options.uses_tls
     if isinstance(error, AuthenticationError):
         return error  # already says why (certificate verification, SASL)
