@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 from .errors import KafkaError
 
@@ -33,10 +35,26 @@ async def _with_stop_signals(command: Command) -> int:
             loop.remove_signal_handler(sig)
 
 
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """The client's WARNINGs (e.g. a bootstrap server that cannot be reached) as one line each on
+    stderr, in the CLI's own voice; nothing below WARNING, so a healthy run prints nothing extra."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("aiokafka-lite: %(message)s"))
+    logger = logging.getLogger("aiokafka_lite")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
 def run_command(command: Command) -> int:
     """The exit code of ``command``; a KafkaError is reported on stderr as exit code 1."""
     try:
-        return asyncio.run(_with_stop_signals(command))
+        with _warnings_on_stderr():
+            return asyncio.run(_with_stop_signals(command))
     except KafkaError as exc:
         print(f"aiokafka-lite: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_KAFKA_ERROR

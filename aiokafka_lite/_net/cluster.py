@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import (
     BrokerError,
+    ConfigError,
     ConsumerClosedError,
     KafkaConnectionError,
     KafkaError,
@@ -26,6 +27,9 @@ from ..protocol.api import Api
 from ..protocol.messages import FIND_COORDINATOR, METADATA
 from ..structs import TopicPartition
 from .backoff import Backoff
+from .bootstrap_tries import BootstrapTries
+from .cluster_requests import find_coordinator_request, metadata_request, parse_coordinator
+from .connect_failure import fails_for_good
 from .connection import DEFAULT, Connection, Timeout, _Default, connection_name
 from .exceptions import map_exceptions
 from .failure_log import FailureLog
@@ -38,7 +42,6 @@ log = logging.getLogger("aiokafka_lite.net")
 
 # Failures worth trying another broker (or the same one again) for.
 TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, ProtocolDecodeError)
-GROUP_KEY_TYPE = 0
 INVALID_TOPIC_EXCEPTION = 17
 TOPIC_AUTHORIZATION_FAILED = 29
 
@@ -46,7 +49,10 @@ TOPIC_AUTHORIZATION_FAILED = 29
 class Cluster:
     """What the consumer knows about the cluster, and its connections to it."""
 
-    def __init__(self, options: ConnectionOptions, bootstrap_servers: Sequence[tuple[str, int]]) -> None:
+    def __init__(self, options: ConnectionOptions, bootstrap_servers: Sequence[tuple[str, int]], *,
+                 retry_limit: str | None = None) -> None:
+        """``retry_limit``: how long the callers keep trying to reach the cluster, as the first
+        failure's WARNING says it (e.g. "60 s (default_api_timeout_ms)")."""
         if not bootstrap_servers:
             raise ValueError("at least one bootstrap server is needed")
         self.options = options
@@ -68,6 +74,7 @@ class Cluster:
         self.monitor = ConnectionMonitor()
         # A metadata or coordinator outage is normal while brokers restart: INFO, then DEBUG.
         self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
+        self._bootstrap_tries = BootstrapTries(log, self.bootstrap_servers, retry_limit)
         self.coordinator_failures: dict[str, FailureLog] = {}
         self._last_coordinator: dict[str, int] = {}  # survives "marked dead", to log moves only
 
@@ -84,19 +91,24 @@ class Cluster:
         """Try the bootstrap servers in order, in rounds with backoff, until a Metadata round trip works."""
         self._check_open()
         seconds = self._seconds(timeout)
-        errors: dict[str, KafkaError] = {}
         try:
             async with asyncio.timeout(seconds):
-                await self._bootstrap_once(None, errors)
+                await self._bootstrap_once(None, None if seconds is None else f"{seconds:g} s")
         except KafkaError:
             raise
         except TimeoutError as exc:
-            detail = "; ".join(f"{server}: {err}" for server, err in errors.items()) or "no answer"
-            raise KafkaTimeoutError(
-                f"could not bootstrap from {_servers(self.bootstrap_servers)} within {seconds}s ({detail})"
-            ) from exc
+            raise self._unreachable(seconds) from exc
 
-    async def _bootstrap_once(self, reason: str | None, errors: dict[str, KafkaError]) -> None:
+    def unreachable(self, seconds: float | None) -> KafkaTimeoutError | None:
+        """Until the cluster first answers: the error for a caller that waited ``seconds`` for it,
+        naming each bootstrap server's last failure and number of tries (None once it answered)."""
+        return None if self._bootstrap_tries.reached else self._unreachable(seconds)
+
+    def _unreachable(self, seconds: float | None) -> KafkaTimeoutError:
+        return KafkaTimeoutError(f"could not reach the bootstrap servers within {seconds} s: "
+                                 f"{self._bootstrap_tries.failures() or _servers(self.bootstrap_servers)}")
+
+    async def _bootstrap_once(self, reason: str | None, retry_limit: str | None = None) -> None:
         """Bootstrap unless another task did while this one waited; ``reason``: this is a
         rebootstrap (KIP-899), said once at INFO, and the known brokers are forgotten first."""
         known_at = self.metadata.updated_at
@@ -108,18 +120,29 @@ class Cluster:
                 log.info("rebootstrapping from %s: %s (known brokers were %s)",
                          _servers(self.bootstrap_servers), reason, _brokers(self.metadata.brokers.values()))
                 self.metadata.forget_brokers()
-            await self._bootstrap_rounds(errors)
+            await self._bootstrap_rounds(retry_limit)
 
-    async def _bootstrap_rounds(self, errors: dict[str, KafkaError]) -> None:
+    async def _bootstrap_rounds(self, retry_limit: str | None) -> None:
         backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
+        tries = self._bootstrap_tries
         while True:
+            for_good: list[KafkaError] = []
             for host, port in self.bootstrap_servers:
                 try:
                     await self._bootstrap_from(host, port)
+                    tries.succeeded(f"{host}:{port}")
                     return
                 except (*TRANSIENT, BrokerError) as exc:
-                    self.metadata_failures.failed(f"bootstrap server {host}:{port} failed: {exc}")
-                    errors[f"{host}:{port}"] = exc
+                    if tries.reached:  # brokers restarting: the quieter log
+                        self.metadata_failures.failed(f"bootstrap server {host}:{port} failed: {exc}")
+                    for_good += [exc] if fails_for_good(exc) else []
+                    tries.failed(f"{host}:{port}", exc, retry_limit, say=not fails_for_good(exc))
+            if not tries.reached and len(for_good) == len(self.bootstrap_servers):
+                # As Java's "No resolvable bootstrap urls": no name will resolve by waiting.
+                raise ConfigError(f"bootstrap_servers: no address resolves: "
+                                  f"{'; '.join(str(exc) for exc in for_good)}")
+            for unresolved in for_good:  # some other server may answer: keep trying, said once
+                tries.say(unresolved, retry_limit)
             backoff.failed(time.monotonic())
             await asyncio.sleep(backoff.delay())
 
@@ -161,7 +184,7 @@ class Cluster:
                     return
                 reason = self.recovery.reason(time.monotonic(), failure)
             if reason is not None or not self.metadata.brokers:
-                await self._bootstrap_once(reason, {})  # a full refresh: every topic
+                await self._bootstrap_once(reason)  # a full refresh: every topic
                 return
             backoff.failed(time.monotonic())
             await asyncio.sleep(backoff.delay())
@@ -467,34 +490,3 @@ def _servers(servers: Sequence[tuple[str, int]]) -> str:
 
 def _brokers(brokers: Iterable[BrokerInfo]) -> str:
     return ", ".join(f"{b.node_id}@{b.host}:{b.port}" for b in brokers) or "none"
-
-
-def metadata_request(version: int, topics: Sequence[str] | None, allow_auto_create: bool = False) -> dict[str, Any]:
-    """A Metadata request body; ``topics=None`` asks for every topic (an empty list in v0)."""
-    if topics is None:
-        listed: list[dict[str, Any]] | None = [] if version == 0 else None
-    else:
-        listed = [{"name": name} for name in topics]
-    return {"topics": listed, "allow_auto_topic_creation": allow_auto_create and topics is not None,
-            "include_topic_authorized_operations": False}
-
-
-def find_coordinator_request(version: int, group_id: str) -> dict[str, Any]:
-    if version >= 4:  # KIP-699: batched keys
-        return {"key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]}
-    return {"key": group_id, "key_type": GROUP_KEY_TYPE}
-
-
-def parse_coordinator(response: Mapping[str, Any], version: int, group_id: str) -> BrokerInfo:
-    """The coordinator from a FindCoordinator response, or the BrokerError it reports."""
-    entry: Mapping[str, Any] = response
-    if version >= 4:
-        matches = [c for c in response["coordinators"] or () if c["key"] == group_id]
-        if not matches:
-            raise ProtocolDecodeError(f"FindCoordinator v{version} answer lacks group {group_id!r}")
-        entry = matches[0]
-    if entry["error_code"]:
-        message = entry["error_message"]
-        raise BrokerError(entry["error_code"], f"FindCoordinator for group {group_id!r}"
-                          + (f": {message}" if message else ""))
-    return BrokerInfo(entry["node_id"], entry["host"], entry["port"])

@@ -34,6 +34,7 @@ from ..errors import (
 )
 from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
 from ..protocol.messages.api_versions import API_VERSIONS
+from .connect_failure import TLS_HANDSHAKE_TIMEOUT, Step, explain
 from .exceptions import map_exceptions, translate
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
@@ -87,6 +88,8 @@ class Connection:
         self._closed_by: KafkaError | None = None
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version = -1  # the ApiVersions version the broker answered
+        # Until open() returns, a failure is open()'s to explain (connect_failure), not the monitor's.
+        self._opening = True
         self.last_used = time.monotonic()
         self._last_received = self.last_used
         self._reader_task = asyncio.get_running_loop().create_task(
@@ -102,21 +105,32 @@ class Connection:
         """Connect, negotiate API versions and authenticate, all within one ``timeout``."""
         seconds = options.request_timeout if isinstance(timeout, _Default) else timeout
         ssl_context = build_ssl_context(options)
-        with map_exceptions(f"connecting to {connection_name(host, port, node_id)}", seconds):
-            async with asyncio.timeout(seconds):
-                # A small StreamReader limit would pause and resume the socket for every 64 KiB of
-                # a multi-MB fetch response; let a whole frame buffer at once.
-                reader, writer = await asyncio.open_connection(
-                    host, port, ssl=ssl_context, server_hostname=host if ssl_context else None,
-                    limit=STREAM_BUFFER_LIMIT)
-                conn = cls(host, port, reader, writer, options, node_id, monitor)
-                try:
-                    await conn._negotiate_versions()
-                    if options.uses_sasl:
-                        await authenticate(conn, options)
-                except BaseException:
-                    await conn.close()
-                    raise
+        step = Step.CONNECT  # the failing step tells what an error means (connect_failure)
+        try:
+            with map_exceptions(f"connecting to {connection_name(host, port, node_id)}", seconds):
+                async with asyncio.timeout(seconds):
+                    # A small StreamReader limit would pause and resume the socket for every 64 KiB
+                    # of a multi-MB fetch response; let a whole frame buffer at once.
+                    reader, writer = await asyncio.open_connection(
+                        host, port, ssl=ssl_context, server_hostname=host if ssl_context else None,
+                        ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if ssl_context else None,
+                        limit=STREAM_BUFFER_LIMIT)
+                    conn = cls(host, port, reader, writer, options, node_id, monitor)
+                    try:
+                        step = Step.API_VERSIONS
+                        await conn._negotiate_versions()
+                        if options.uses_sasl:
+                            step = Step.SASL
+                            await authenticate(conn, options)
+                    except BaseException:
+                        await conn.close()
+                        raise
+        except KafkaError as exc:
+            explained = explain(exc, step, address_name(host, port, node_id), options, seconds)
+            if explained is exc:
+                raise
+            raise explained from exc
+        conn._opening = False
         log.debug("connected to %s", conn)
         conn._monitor.connected(conn._address)
         return conn
@@ -223,7 +237,7 @@ class Connection:
             # every time (a version it advertises but cannot parse).
             awaiting = "" if oldest is None else f" awaiting {oldest[0].name} v{oldest[1]}"
             error = translate(exc, f"reading from {self}{awaiting}")
-            if self._closed_by is None:
+            if self._closed_by is None and not self._opening:
                 self._monitor.closed(str(self), self._address, error, oldest)
             self._shutdown(error)
 
@@ -306,7 +320,11 @@ class Connection:
 
 
 def connection_name(host: str, port: int, node_id: int | None) -> str:
-    return f"broker {host}:{port}" + ("" if node_id is None else f" (node {node_id})")
+    return f"broker {address_name(host, port, node_id)}"
+
+
+def address_name(host: str, port: int, node_id: int | None = None) -> str:
+    return f"{host}:{port}" + ("" if node_id is None else f" (node {node_id})")
 
 
 # ApiVersions negotiation, shared by this connection and the heartbeat thread's blocking one:

@@ -16,7 +16,7 @@ from ..errors import (
 
 
 def translate(exc: BaseException, context: str, timeout: float | None = None) -> KafkaError:
-    """The typed error for ``exc``; ``context`` says what was being done with which broker.
+    """The typed error for ``exc``, chained to it; ``context`` says what was being done with which broker.
 
     A failed certificate verification becomes ``AuthenticationError``: the broker's identity could
     not be proven, and retrying the same connection will not change that. Every other TLS failure is
@@ -24,6 +24,14 @@ def translate(exc: BaseException, context: str, timeout: float | None = None) ->
     """
     if isinstance(exc, KafkaError):
         return exc
+    error = _typed(exc, context, timeout)
+    # Chained even when not raised here (the reader task hands its error to waiting requests): the
+    # low-level cause tells what a failure means (see connect_failure).
+    error.__cause__ = exc
+    return error
+
+
+def _typed(exc: BaseException, context: str, timeout: float | None) -> KafkaError:
     if isinstance(exc, ssl.SSLCertVerificationError):
         # verify_message is only set on errors raised by a real handshake.
         reason = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or exc

@@ -86,6 +86,7 @@ class Consumer:
         self._subscription = SubscriptionState(default_reset=ResetStrategy(config.auto_offset_reset))
         self._listener: ConsumerRebalanceListener = ConsumerRebalanceListener()
         self._cluster: Cluster | None = None
+        self._connecting: Cluster | None = None  # the start attempt's: why it cannot reach the cluster
         self._fetcher: Fetcher | None = None
         self._offsets: OffsetLookup | None = None
         self._member: GroupMember | None = None
@@ -139,7 +140,10 @@ class Consumer:
         timeout goes on as a task the consumer owns; the next call waits for it, close() cancels it."""
         self._check_open()
         limit = resolve_timeout(timeout, self.config)
-        await bounded(self._ensure_started(), limit, "connecting to the bootstrap servers", self._is_closed)
+        try:
+            await bounded(self._ensure_started(), limit, "connecting to the bootstrap servers", self._is_closed)
+        except KafkaTimeoutError as exc:
+            raise self._unreached(exc, limit) from exc.__cause__
 
     async def _ensure_started(self) -> None:
         if self._started:
@@ -154,7 +158,7 @@ class Consumer:
         await attempt.wait()
 
     async def _start_once(self) -> None:
-        cluster = make_cluster(self.config)
+        cluster = self._connecting = make_cluster(self.config)
         try:
             await cluster.bootstrap(timeout=None)  # bounded by each caller waiting for it
         except BaseException:
@@ -263,7 +267,18 @@ class Consumer:
         async def ready_then_work() -> T:
             await self._ready()
             return await work()
-        return await bounded(ready_then_work(), limit, what, self._is_closed)
+        try:
+            return await bounded(ready_then_work(), limit, what, self._is_closed)
+        except KafkaTimeoutError as exc:
+            raise self._unreached(exc, limit, what) from exc.__cause__
+
+    def _unreached(self, exc: KafkaTimeoutError, limit: float | None, what: str | None = None) -> KafkaTimeoutError:
+        """A call that timed out before the cluster ever answered: each bootstrap server's last failure."""
+        unreached = None if self._started or self._connecting is None else self._connecting.unreachable(limit)
+        if unreached is None:
+            return exc
+        return unreached if what is None else KafkaTimeoutError(f"{what} did not complete within {limit} s: "
+                                                                f"{unreached}")
 
     # ------------------------------------------------------------ subscription
 

@@ -19,7 +19,9 @@ ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 
 def make_cluster(config: ConsumerConfig) -> Cluster:
-    return Cluster(ConnectionOptions.from_settings(config), config.bootstrap_servers)
+    patience = config.default_api_timeout
+    return Cluster(ConnectionOptions.from_settings(config), config.bootstrap_servers,
+                   retry_limit=None if patience is None else f"{patience:g} s (default_api_timeout_ms)")
 
 
 def make_fetcher(config: ConsumerConfig, cluster: Cluster, subscription: SubscriptionState) -> Fetcher:
