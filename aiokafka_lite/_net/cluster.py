@@ -34,6 +34,7 @@ from .connection import DEFAULT, Connection, Timeout, _Default, connection_name
 from .exceptions import map_exceptions
 from .failure_log import FailureLog
 from .metadata import BrokerInfo, MetadataCache
+from .missing_topics import MissingTopics
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
 from .recovery import REBOOTSTRAP_REQUIRED, Failure, MetadataRecovery
@@ -76,6 +77,7 @@ class Cluster:
         self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
         self._bootstrap_tries = BootstrapTries(log, self.bootstrap_servers, retry_limit)
         self.coordinator_failures: dict[str, FailureLog] = {}
+        self._missing_topics = MissingTopics(log)
         self._last_coordinator: dict[str, int] = {}  # survives "marked dead", to log moves only
 
     def _seconds(self, timeout: Timeout) -> float | None:
@@ -237,7 +239,10 @@ class Cluster:
 
     def raise_topic_errors(self, topics: Iterable[str]) -> None:
         """A topic the last metadata called invalid or unauthorized is the caller's error (as in
-        Java); other topic errors (unknown, leader not available...) are transient."""
+        Java); other topic errors (unknown, leader not available...) are transient, and a topic
+        that does not exist is said once (MissingTopics)."""
+        topics = list(topics)
+        self._missing_topics.checked({t: self.metadata.topic_error(t) for t in topics})
         for topic in topics:
             code = self.metadata.topic_error(topic)
             if code in (INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED):
