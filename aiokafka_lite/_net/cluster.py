@@ -237,12 +237,14 @@ class Cluster:
     def partitions_for(self, topic: str) -> set[int] | None:
         return self.metadata.partitions_for(topic)
 
-    def raise_topic_errors(self, topics: Iterable[str]) -> None:
+    def raise_topic_errors(self, topics: Iterable[str], *, subscribed: bool = False) -> None:
         """A topic the last metadata called invalid or unauthorized is the caller's error (as in
-        Java); other topic errors (unknown, leader not available...) are transient, and a topic
-        that does not exist is said once (MissingTopics)."""
+        Java); other topic errors (unknown, leader not available...) are transient. ``subscribed``:
+        the consumer waits for these topics, so one that does not exist is said once
+        (MissingTopics); a lookup (partitions_for) returns the answer instead."""
         topics = list(topics)
-        self._missing_topics.checked({t: self.metadata.topic_error(t) for t in topics})
+        if subscribed:
+            self._missing_topics.checked({t: self.metadata.topic_error(t) for t in topics})
         for topic in topics:
             code = self.metadata.topic_error(topic)
             if code in (INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED):

@@ -72,7 +72,7 @@ class ClassicMember(GroupMember):
         await snapshot_partition_counts(self._group, self._host, outcome.generation_id)
         await assigned_callback(self._host, outcome.assigned)
         # A subscribed topic the metadata calls invalid or unauthorized is raised from poll(), as in Java.
-        self._host.cluster.raise_topic_errors(sub.topics)
+        self._host.cluster.raise_topic_errors(sub.topics, subscribed=True)
 
     def keeps_fetching_while_rebalancing(self) -> bool:
         # Eager: everything is revoked first, so poll() waits for the new assignment.

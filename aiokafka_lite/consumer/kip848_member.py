@@ -116,7 +116,7 @@ class Kip848Member(GroupMember):
             # The broker takes any name in a heartbeat; as in Java, a subscribed topic the
             # metadata calls invalid or unauthorized is raised from poll().
             await self.cluster.refresh_metadata(sorted(sub.topics), timeout=self.config.request_timeout)
-            self.cluster.raise_topic_errors(sub.topics)
+            self.cluster.raise_topic_errors(sub.topics, subscribed=True)
             self._topics_unchecked = False
         self._start_liveness()
         if m.state is State.UNSUBSCRIBED and sub.uses_group:

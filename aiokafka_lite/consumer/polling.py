@@ -171,7 +171,7 @@ async def refresh_metadata(parts: PollParts) -> None:
         known = {t: cluster.partitions_for(t) for t in topics}
         member.metadata_refreshed({t: len(p) for t, p in known.items() if p})
     parts.fetcher.metadata_refresh_needed = False
-    cluster.raise_topic_errors(sub.topics)  # from this poll(), once per refresh
+    cluster.raise_topic_errors(sub.topics, subscribed=True)  # from this poll(), once per refresh
 
 
 def _log_auto_commit_failure(fut: asyncio.Future[None]) -> None:
