@@ -137,8 +137,10 @@ class Cluster:
                 except (*TRANSIENT, BrokerError) as exc:
                     if tries.reached:  # brokers restarting: the quieter log
                         self.metadata_failures.failed(f"bootstrap server {host}:{port} failed: {exc}")
-                    for_good += [exc] if fails_for_good(exc) else []
-                    tries.failed(f"{host}:{port}", exc, retry_limit, say=not fails_for_good(exc))
+                    permanent = fails_for_good(exc)
+                    if permanent:
+                        for_good.append(exc)
+                    tries.failed(f"{host}:{port}", exc, retry_limit, say=not permanent)
             if not tries.reached and len(for_good) == len(self.bootstrap_servers):
                 # As Java's "No resolvable bootstrap urls": no name will resolve by waiting.
                 raise ConfigError(f"bootstrap_servers: no address resolves: "
@@ -240,8 +242,7 @@ class Cluster:
     def raise_topic_errors(self, topics: Iterable[str], *, subscribed: bool = False) -> None:
         """A topic the last metadata called invalid or unauthorized is the caller's error (as in
         Java); other topic errors (unknown, leader not available...) are transient. ``subscribed``:
-        the consumer waits for these topics, so one that does not exist is said once
-        (MissingTopics); a lookup (partitions_for) returns the answer instead."""
+        the consumer waits for these topics, so one that does not exist is said once (MissingTopics)."""
         topics = list(topics)
         if subscribed:
             self._missing_topics.checked({t: self.metadata.topic_error(t) for t in topics})
