@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, overload
 
+from aiokafka_lite.config.security import java_only_hint, unused_security_settings
 from aiokafka_lite.errors import ConfigError
-from aiokafka_lite.security_settings import java_only_hint, unused_security_settings
 
 __all__ = ["KNOWN_ASSIGNORS", "SETTINGS_TABLE", "ConsumerConfig", "Deserializer", "SettingRow",
            "settings_table"]
