@@ -1,0 +1,90 @@
+"""Java and librdkafka property names: which setting each dotted name sets, and how its text reads.
+
+``from_properties`` takes the names users bring from Java or librdkafka ("group.id",
+"sasl.username"), converts property-file text to each setting's type, and refuses Java-only
+settings by name (saying what to set instead where there is an equivalent), never ignoring one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aiokafka_lite.config.security import java_only_hint
+from aiokafka_lite.config.settings import FIELD_CHECKS, FIELD_NAMES
+from aiokafka_lite.config.spelling import invalid, spelled
+from aiokafka_lite.config.validation import unknown
+from aiokafka_lite.errors import ConfigError
+
+__all__ = ["settings_from_properties"]
+
+_PROPERTY_NAMES: dict[str, str] = {name.replace("_", "."): name for name in FIELD_NAMES} | {
+    "sasl.username": "sasl_plain_username",       # librdkafka
+    "sasl.password": "sasl_plain_password",       # librdkafka
+    "sasl.mechanisms": "sasl_mechanism",          # librdkafka
+    "ssl.ca.location": "ssl_cafile",              # librdkafka
+    "ssl.certificate.location": "ssl_certfile",   # librdkafka
+    "ssl.key.location": "ssl_keyfile",            # librdkafka
+    "ssl.key.password": "ssl_password",           # Java and librdkafka
+}
+_HOSTNAME_CHECK_PROPERTY = "ssl.endpoint.identification.algorithm"
+
+# Java consumer settings (and prefixes) with no equivalent here: rejected, never silently ignored.
+_UNSUPPORTED_PROPERTIES = frozenset({
+    "interceptor.classes", "metric.reporters", "metrics.num.samples", "metrics.recording.level",
+    "metrics.sample.window.ms", "auto.include.jmx.reporter", "enable.metrics.push",
+    "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
+    "socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms",
+    "security.providers", "ssl.protocol", "ssl.enabled.protocols",
+    "ssl.cipher.suites", "ssl.provider", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+    "ssl.secure.random.implementation", "ssl.engine.factory.class", "sasl.jaas.config",
+    "sasl.client.callback.handler.class",
+})
+_UNSUPPORTED_PREFIXES = ("ssl.keystore.", "ssl.truststore.", "sasl.kerberos.", "sasl.login.",
+                         "sasl.oauthbearer.")
+
+
+def _property_field(key: str) -> str:
+    """The field a dotted property sets; unknown or unsupported ones raise."""
+    if key == _HOSTNAME_CHECK_PROPERTY:
+        return "ssl_check_hostname"
+    hint = java_only_hint(key, spelled, dotted=True)
+    if hint is not None:
+        raise ConfigError(f"unsupported setting {key!r}: {hint}")
+    if key in _UNSUPPORTED_PROPERTIES or key.startswith(_UNSUPPORTED_PREFIXES):
+        raise ConfigError(f"unsupported setting {key!r}: a Java consumer setting aiokafka-lite does "
+                          "not support")
+    name = _PROPERTY_NAMES.get(key) or (key if key in FIELD_NAMES else None)
+    if name is None:
+        raise unknown(key, _PROPERTY_NAMES, "property")
+    return name
+
+
+def _property_value(name: str, key: str, value: Any) -> Any:
+    """A property's value for its field (property-file text converted)."""
+    if key == _HOSTNAME_CHECK_PROPERTY:
+        return _hostname_check(value)
+    if isinstance(value, str):
+        return FIELD_CHECKS[name].parse(name, value)
+    return value
+
+
+def _hostname_check(value: Any) -> bool:
+    if isinstance(value, str) and value.strip().lower() in ("https", ""):
+        return value.strip().lower() == "https"
+    raise invalid(_HOSTNAME_CHECK_PROPERTY, value, "'https' (check host names) or '' (do not)")
+
+
+def settings_from_properties(properties: Mapping[str, Any], spelling: dict[str, str]) -> dict[str, Any]:
+    """Settings by field name from dotted properties; ``spelling`` records each name as written.
+
+    Exact field names are accepted too, for values with no dotted form (``ssl_context``).
+    """
+    settings: dict[str, Any] = {}
+    for key, value in properties.items():
+        name = _property_field(key)
+        if name in settings:
+            raise ConfigError(f"setting {spelling[name]!r} given twice (again as {key!r})")
+        spelling[name] = key
+        settings[name] = _property_value(name, key, value)
+    return settings

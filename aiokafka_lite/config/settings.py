@@ -1,0 +1,178 @@
+"""The settings table: every consumer setting with its type, default, check and one-line description.
+
+Names are Kafka's consumer settings in snake_case (``max.poll.interval.ms`` -> ``max_poll_interval_ms``)
+and defaults are the Java KafkaConsumer's (KIP-735: 45 s session timeout). Each field carries its own
+check and its description in its metadata, so validation and the documentation's settings table
+(:func:`settings_table`) come from the same place. :class:`ConsumerConfig` is these fields, validated.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
+
+from aiokafka_lite.config.checks import (
+    DEFAULT_PORT,
+    INT64_MAX,
+    Assignors,
+    Bool,
+    Check,
+    Choice,
+    GroupInstanceId,
+    Int,
+    OptionalCallable,
+    OptionalSslContext,
+    Ratio,
+    RemoteAssignor,
+    Servers,
+    Text,
+)
+
+__all__ = ["DEFAULT_ASSIGNORS", "DEFAULT_SERVERS", "FIELD_CHECKS", "FIELD_NAMES", "SETTINGS_TABLE",
+           "SETTING_DEFAULTS", "Deserializer", "SettingFields", "SettingRow", "settings_table"]
+
+Deserializer = Callable[[bytes | None], Any]
+
+DEFAULT_SERVERS = (("localhost", DEFAULT_PORT),)
+# Java's default since 3.0 (KIP-726): range, with cooperative-sticky listed for a later rolling upgrade.
+DEFAULT_ASSIGNORS = ("range", "cooperative-sticky")
+
+
+def _meta(check: Check, doc: str) -> dict[str, Any]:
+    return {"check": check, "doc": doc}
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class SettingFields:
+    """The settings as dataclass fields, unchecked; :class:`ConsumerConfig` adds the checks."""
+
+    bootstrap_servers: tuple[tuple[str, int], ...] = field(default=DEFAULT_SERVERS, metadata=_meta(
+        Servers(), "Brokers to bootstrap from ('h1:9092,h2:9092' or a list); the rest are discovered."))
+    client_id: str = field(default="aiokafka-lite", metadata=_meta(
+        Text(optional=False), "Name sent with every request, for broker logs and quotas."))
+    group_id: str | None = field(default=None, metadata=_meta(
+        Text(non_empty=True), "Consumer group; None means no group (assign() only, no commits)."))
+    group_instance_id: str | None = field(default=None, metadata=_meta(
+        GroupInstanceId(), "Static membership id (KIP-345): a restart within session_timeout_ms "
+        "keeps the assignment without a rebalance. Needs group_id."))
+    session_timeout_ms: int = field(default=45000, metadata=_meta(
+        Int(1), "Time without heartbeats after which the coordinator evicts this member; must be "
+        "within the broker's group.min/max.session.timeout.ms."))
+    heartbeat_interval_ms: int = field(default=3000, metadata=_meta(
+        Int(1), "Time between heartbeats; below session_timeout_ms, ideally at most a third of it."))
+    max_poll_interval_ms: int = field(default=300000, metadata=_meta(
+        Int(1), "Longest gap allowed between poll() calls before this member leaves the group; "
+        "also the rebalance timeout sent in JoinGroup."))
+    max_poll_records: int = field(default=500, metadata=_meta(Int(1), "Most records one poll() returns."))
+    request_timeout_ms: int = field(default=30000, metadata=_meta(
+        Int(1), "Time to wait for a broker's response to one request (JoinGroup waits longer)."))
+    default_api_timeout_ms: int = field(default=60000, metadata=_meta(
+        Int(1), "Timeout of awaitable methods (commit, committed, position...) when none is given."))
+    retry_backoff_ms: int = field(default=100, metadata=_meta(
+        Int(0, INT64_MAX), "First wait before retrying a failed request; 0 retries at once."))
+    retry_backoff_max_ms: int = field(default=1000, metadata=_meta(
+        Int(0, INT64_MAX), "Cap of the exponential retry backoff (KIP-580); below retry_backoff_ms, "
+        "a static backoff of this much (as Java)."))
+    reconnect_backoff_ms: int = field(default=50, metadata=_meta(
+        Int(0, INT64_MAX), "First wait before reconnecting to a broker."))
+    reconnect_backoff_max_ms: int = field(default=1000, metadata=_meta(
+        Int(0, INT64_MAX), "Cap of the exponential reconnect backoff."))
+    connections_max_idle_ms: int = field(default=540000, metadata=_meta(
+        Int(1, INT64_MAX, special=(-1,)), "Close connections idle this long; -1 never does."))
+    metadata_max_age_ms: int = field(default=300000, metadata=_meta(
+        Int(1, INT64_MAX), "Refresh cluster metadata at least this often; also how soon a pattern "
+        "subscription sees new topics."))
+    metadata_recovery_strategy: str = field(default="rebootstrap", metadata=_meta(
+        Choice("rebootstrap", "none"), "When no known broker answers for metadata: rebootstrap "
+        "(bootstrap_servers again, KIP-899) or none (keep trying the known brokers)."))
+    metadata_recovery_rebootstrap_trigger_ms: int = field(default=300000, metadata=_meta(
+        Int(0, INT64_MAX), "With rebootstrap: also bootstrap again after this long without "
+        "metadata from any known broker (KIP-1102)."))
+    enable_auto_commit: bool = field(default=True, metadata=_meta(
+        Bool(), "Commit the offsets of handed-out records in the background (needs group_id)."))
+    auto_commit_interval_ms: int = field(default=5000, metadata=_meta(
+        Int(1), "Time between automatic commits."))
+    auto_offset_reset: str = field(default="latest", metadata=_meta(
+        Choice("earliest", "latest", "none"),
+        "Where to start without a valid committed offset: earliest, latest, or none (raise). "
+        "With none, a truncated log (KIP-320) raises LogTruncationError instead of going back to "
+        "where it diverges."))
+    isolation_level: str = field(default="read_uncommitted", metadata=_meta(
+        Choice("read_uncommitted", "read_committed"),
+        "read_committed hides aborted and still-open transactional records."))
+    fetch_min_bytes: int = field(default=1, metadata=_meta(
+        Int(0), "Bytes a fetch response should hold before the broker answers."))
+    fetch_max_wait_ms: int = field(default=500, metadata=_meta(
+        Int(0), "Longest time the broker holds a fetch waiting for fetch_min_bytes; must be "
+        "below request_timeout_ms."))
+    fetch_max_bytes: int = field(default=52428800, metadata=_meta(
+        Int(0), "Soft cap on one fetch response (a bigger first batch still comes through)."))
+    max_partition_fetch_bytes: int = field(default=1048576, metadata=_meta(
+        Int(0), "Soft cap on the data per partition in one fetch response."))
+    check_crcs: bool = field(default=True, metadata=_meta(Bool(), "Verify each record batch's CRC32C."))
+    exclude_internal_topics: bool = field(default=True, metadata=_meta(
+        Bool(), "Keep internal topics (__consumer_offsets) out of pattern subscriptions."))
+    allow_auto_create_topics: bool = field(default=True, metadata=_meta(
+        Bool(), "Let metadata requests create subscribed topics, if the broker allows it."))
+    partition_assignment_strategy: tuple[str, ...] = field(default=DEFAULT_ASSIGNORS, metadata=_meta(
+        Assignors(), "Assignors in order of preference: range, roundrobin, cooperative-sticky."))
+    client_rack: str = field(default="", metadata=_meta(
+        Text(optional=False), "Rack of this client, to fetch from the closest replica (KIP-392)."))
+    key_deserializer: Deserializer | None = field(default=None, metadata=_meta(
+        OptionalCallable(), "Callable turning key bytes (or None) into the record key."))
+    value_deserializer: Deserializer | None = field(default=None, metadata=_meta(
+        OptionalCallable(), "Callable turning value bytes (or None) into the record value."))
+    security_protocol: str = field(default="PLAINTEXT", metadata=_meta(
+        Choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."))
+    ssl_context: ssl.SSLContext | None = field(default=None, metadata=_meta(
+        OptionalSslContext(), "A ready SSLContext; when set, the ssl_* file settings must be unset."))
+    ssl_cafile: str | None = field(default=None, metadata=_meta(
+        Text(), "CA bundle to verify brokers (default: the system's CAs)."))
+    ssl_certfile: str | None = field(default=None, metadata=_meta(
+        Text(), "Client certificate (PEM) for mutual TLS."))
+    ssl_keyfile: str | None = field(default=None, metadata=_meta(
+        Text(), "Private key of ssl_certfile, if in a separate file."))
+    ssl_password: str | None = field(default=None, repr=False, metadata=_meta(
+        Text(), "Password of the client's private key."))
+    ssl_check_hostname: bool = field(default=True, metadata=_meta(
+        Bool(), "Check the broker's certificate names its host "
+        "(ssl.endpoint.identification.algorithm=https)."))
+    sasl_mechanism: str = field(default="PLAIN", metadata=_meta(
+        Choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", upper=True),
+        "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."))
+    sasl_plain_username: str | None = field(default=None, metadata=_meta(Text(), "SASL user name."))
+    sasl_plain_password: str | None = field(default=None, repr=False, metadata=_meta(
+        Text(), "SASL password."))
+    group_protocol: str = field(default="classic", metadata=_meta(
+        Choice("classic", "consumer"), "Group protocol: classic (JoinGroup/SyncGroup) or consumer "
+        "(KIP-848: the broker assigns; Kafka 4.0+)."))
+    group_remote_assignor: str | None = field(default=None, metadata=_meta(
+        RemoteAssignor(), "With group_protocol='consumer': the broker-side assignor, uniform or range; "
+        "None lets the broker choose (group.consumer.assignors)."))
+    heartbeat_mode: str = field(default="task", metadata=_meta(
+        Choice("task", "thread"), "Heartbeat from an asyncio task, or from a thread that keeps "
+        "the session alive while the event loop is blocked."))
+    stall_warning_ratio: float = field(default=0.5, metadata=_meta(
+        Ratio(), "Warn when the event loop stalls longer than this fraction of session_timeout_ms."))
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(s.name for s in fields(SettingFields))
+SETTING_DEFAULTS: dict[str, Any] = {s.name: s.default for s in fields(SettingFields)}
+FIELD_CHECKS: dict[str, Check] = {s.name: s.metadata["check"] for s in fields(SettingFields)}
+
+
+class SettingRow(NamedTuple):
+    name: str
+    default: Any
+    description: str
+
+
+def settings_table() -> list[SettingRow]:
+    """(name, default, description) for every setting, in declaration order, for the README."""
+    return [SettingRow(s.name, s.default, s.metadata["doc"]) for s in fields(SettingFields)]
+
+
+SETTINGS_TABLE: tuple[SettingRow, ...] = tuple(settings_table())
