@@ -38,7 +38,7 @@ from .connect_failure import TLS_HANDSHAKE_TIMEOUT, Step, explain
 from .exceptions import map_exceptions, translate
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
-from .sasl import authenticate
+from .sasl import next_request, sasl_exchange
 from .tls import build_ssl_context
 
 log = logging.getLogger("aiokafka_lite.net")
@@ -121,7 +121,7 @@ class Connection:
                         await conn._negotiate_versions()
                         if options.uses_sasl:
                             step = Step.SASL
-                            await authenticate(conn, options)
+                            await conn._authenticate()
                     except BaseException:
                         await conn.close()
                         raise
@@ -145,6 +145,14 @@ class Connection:
             frame = await self._exchange(API_VERSIONS, version, body, None)
         self._broker_versions = api_versions_ranges(frame, version, str(self))
         self.api_versions_version = version
+
+    async def _authenticate(self) -> None:
+        """Drive the SASL exchange (sasl.py) on this fresh connection, before any other request."""
+        exchange = sasl_exchange(self.options, self.version_for, str(self))
+        request = next_request(exchange)
+        while request is not None:
+            api, version, body = request
+            request = next_request(exchange, await self.send(api, version, body, timeout=None))
 
     # ------------------------------------------------------------------ versions
 
