@@ -14,8 +14,8 @@ from typing import Any
 from ..errors import KafkaConnectionError, ProtocolDecodeError, UnsupportedVersionError
 from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
 from ..protocol.messages import API_VERSIONS
-from .connection import api_versions_body, api_versions_ranges, api_versions_retry
 from .exceptions import map_exceptions
+from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
 from .options import ConnectionOptions
 from .sasl import next_request, sasl_exchange
 from .tls import build_ssl_context
