@@ -14,10 +14,10 @@ from typing import Any
 from ..errors import KafkaConnectionError, ProtocolDecodeError, UnsupportedVersionError
 from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
 from ..protocol.messages import API_VERSIONS
-from .connection import api_versions_body, api_versions_ranges, api_versions_retry
 from .exceptions import map_exceptions
+from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
 from .options import ConnectionOptions
-from .sasl import sasl_exchange
+from .sasl import next_request, sasl_exchange
 from .tls import build_ssl_context
 
 
@@ -56,13 +56,10 @@ class BlockingConnection:
 
     def _authenticate(self, timeout: float | None) -> None:
         exchange = sasl_exchange(self.options, self.version_for, str(self))
-        response: dict[str, Any] | None = None
-        while True:
-            try:
-                api, version, body = exchange.send(response) if response is not None else next(exchange)
-            except StopIteration:
-                return
-            response = self.send(api, version, body, timeout=timeout)
+        request = next_request(exchange)
+        while request is not None:
+            api, version, body = request
+            request = next_request(exchange, self.send(api, version, body, timeout=timeout))
 
     def version_for(self, api: Api, client_max: int | None = None) -> int:
         broker_range = self._versions.get(api.key)

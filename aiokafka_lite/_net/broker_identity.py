@@ -22,7 +22,7 @@ from typing import Any
 from ..config import ConsumerConfig
 from ..protocol.messages import API_VERSIONS
 from .cluster import Cluster
-from .connection import api_versions_body
+from .negotiation import api_versions_body
 from .options import ConnectionOptions
 
 TANSU_NODE_ID = 111

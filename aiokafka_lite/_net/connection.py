@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import (
-    BrokerError,
     KafkaConnectionError,
     KafkaError,
     ProtocolDecodeError,
@@ -37,8 +36,9 @@ from ..protocol.messages.api_versions import API_VERSIONS
 from .connect_failure import TLS_HANDSHAKE_TIMEOUT, Step, explain
 from .exceptions import map_exceptions, translate
 from .monitor import ConnectionMonitor
+from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
 from .options import ConnectionOptions
-from .sasl import authenticate
+from .sasl import next_request, sasl_exchange
 from .tls import build_ssl_context
 
 log = logging.getLogger("aiokafka_lite.net")
@@ -54,7 +54,6 @@ DEFAULT: Final = _Default()
 
 Timeout = float | None | _Default
 
-UNSUPPORTED_VERSION = 35
 STREAM_BUFFER_LIMIT = 8 << 20
 
 
@@ -121,7 +120,7 @@ class Connection:
                         await conn._negotiate_versions()
                         if options.uses_sasl:
                             step = Step.SASL
-                            await authenticate(conn, options)
+                            await conn._authenticate()
                     except BaseException:
                         await conn.close()
                         raise
@@ -145,6 +144,14 @@ class Connection:
             frame = await self._exchange(API_VERSIONS, version, body, None)
         self._broker_versions = api_versions_ranges(frame, version, str(self))
         self.api_versions_version = version
+
+    async def _authenticate(self) -> None:
+        """Drive the SASL exchange (sasl.py) on this fresh connection, before any other request."""
+        exchange = sasl_exchange(self.options, self.version_for, str(self))
+        request = next_request(exchange)
+        while request is not None:
+            api, version, body = request
+            request = next_request(exchange, await self.send(api, version, body, timeout=None))
 
     # ------------------------------------------------------------------ versions
 
@@ -325,49 +332,3 @@ def connection_name(host: str, port: int, node_id: int | None) -> str:
 
 def address_name(host: str, port: int, node_id: int | None = None) -> str:
     return f"{host}:{port}" + ("" if node_id is None else f" (node {node_id})")
-
-
-# ApiVersions negotiation, shared by this connection and the heartbeat thread's blocking one:
-# send at our highest version; on UNSUPPORTED_VERSION retry once as the answer says (KIP-511).
-
-def api_versions_body(options: ConnectionOptions) -> dict[str, Any]:
-    return {"client_software_name": options.client_software_name,
-            "client_software_version": options.client_software_version}
-
-
-def api_versions_retry(frame: bytes, version: int) -> int | None:
-    """The version to resend ApiVersions at, or None when this answer is final."""
-    if _error_code(frame) != UNSUPPORTED_VERSION:
-        return None
-    return min(_fallback_version(frame), version - 1)
-
-
-def api_versions_ranges(frame: bytes, version: int, peer: str) -> dict[int, tuple[int, int]]:
-    """The broker's (min, max) version per API key from its final ApiVersions answer."""
-    response = decode_response(API_VERSIONS, version, frame)
-    if response["error_code"]:
-        raise BrokerError(response["error_code"], f"ApiVersions v{version} from {peer}")
-    return _ranges(response)
-
-
-def _error_code(frame: bytes) -> int:
-    # ApiVersions responses use header v0 at every version, so the error code follows the
-    # correlation id directly.
-    return int.from_bytes(frame[4:6], "big", signed=True) if len(frame) >= 6 else 0
-
-
-def _fallback_version(frame: bytes) -> int:
-    """The ApiVersions version to retry with after UNSUPPORTED_VERSION.
-
-    KIP-511: the broker answers in v0 and lists the ApiVersions range it speaks. A body that does
-    not decode as v0 (librdkafka's mock cluster sends one) means: retry at v0, which every broker speaks.
-    """
-    try:
-        response = decode_response(API_VERSIONS, 0, frame)
-    except ProtocolDecodeError:
-        return 0
-    return _ranges(response).get(API_VERSIONS.key, (0, 0))[1]
-
-
-def _ranges(response: Mapping[str, Any]) -> dict[int, tuple[int, int]]:
-    return {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"] or ()}

@@ -1,4 +1,8 @@
-"""SASL authentication: SaslHandshake v1, then SaslAuthenticate rounds for PLAIN or SCRAM.
+"""SASL authentication, sans-I/O: SaslHandshake v1, then SaslAuthenticate rounds for PLAIN or SCRAM.
+
+This module owns the mechanisms and the exchange; it does no I/O and imports no connection. The
+asyncio connection and the heartbeat thread's blocking one each drive ``sasl_exchange`` with their
+own ``send`` (see ``next_request``), so one logic serves both.
 
 SCRAM follows RFC 5802 (SHA-256/512 as in RFC 7677). Like Kafka's own client, the password is used
 as UTF-8 without SASLprep. Passwords never appear in logs, reprs or error messages.
@@ -18,7 +22,6 @@ from ..protocol.api import Api
 from ..protocol.messages import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 if TYPE_CHECKING:
-    from .connection import Connection
     from .options import ConnectionOptions
 
 UNSUPPORTED_SASL_MECHANISM = 33
@@ -167,16 +170,13 @@ def sasl_exchange(options: ConnectionOptions, version_for: Callable[[Api], int],
         raise AuthenticationError(f"{mechanism.name}: the exchange with {peer} ended early")
 
 
-async def authenticate(conn: Connection, options: ConnectionOptions) -> None:
-    """Run the SASL exchange on a fresh connection (before any other request but ApiVersions)."""
-    exchange = sasl_exchange(options, conn.version_for, str(conn))
-    response: dict[str, Any] | None = None
-    while True:
-        try:
-            api, version, body = exchange.send(response) if response is not None else next(exchange)
-        except StopIteration:
-            return
-        response = await conn.send(api, version, body, timeout=None)
+def next_request(exchange: Exchange, response: dict[str, Any] | None = None) -> Request | None:
+    """The exchange's next request, given the response to its last one (None to start it), or None
+    when the exchange is complete. A driver loops: send the request, hand back its decoded response."""
+    try:
+        return next(exchange) if response is None else exchange.send(response)
+    except StopIteration:
+        return None
 
 
 def _handshake(version_for: Callable[[Api], int], peer: str, name: str) -> Exchange:

@@ -96,3 +96,15 @@ def test_the_source_scan_would_notice_an_io_import(tmp_path: Path) -> None:
     sample = tmp_path / "bad.py"
     sample.write_text("import os\nfrom asyncio import sleep\nimport ssl as tls\n", encoding="utf-8")
     assert _imported_modules(sample) >= {"asyncio", "ssl"}
+
+
+def test_the_net_exchanges_are_sans_io_and_import_no_connection() -> None:
+    """SASL and ApiVersions negotiation are driven by both the asyncio and the blocking connection,
+    so they import neither (which is what keeps _net free of import circles) nor any I/O module."""
+    net_dir = ROOT_DIR / "aiokafka_lite" / "_net"
+    for name in ("sasl.py", "negotiation.py"):
+        tree = ast.parse((net_dir / name).read_text(encoding="utf-8"))
+        relative = {node.module for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.level == 1}
+        assert relative <= {"options"}, (name, relative)
+        assert not {n.split(".")[0] for n in _imported_modules(net_dir / name)} & FORBIDDEN, name
