@@ -30,7 +30,7 @@ from .backoff import Backoff
 from .bootstrap_tries import BootstrapTries
 from .cluster_requests import find_coordinator_request, metadata_request, parse_coordinator
 from .connect_failure import fails_for_good
-from .connection import DEFAULT, Connection, Timeout, _Default, connection_name
+from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout, connection_name
 from .exceptions import map_exceptions
 from .failure_log import FailureLog
 from .metadata import BrokerInfo, MetadataCache
@@ -81,7 +81,7 @@ class Cluster:
         self._last_coordinator: dict[str, int] = {}  # survives "marked dead", to log moves only
 
     def _seconds(self, timeout: Timeout) -> float | None:
-        return self.options.request_timeout if isinstance(timeout, _Default) else timeout
+        return self.options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
 
     def _check_open(self) -> None:
         if self._closed:

@@ -44,15 +44,17 @@ from .tls import build_ssl_context
 log = logging.getLogger("aiokafka_lite.net")
 
 
-class _Default:
+class RequestTimeoutDefault:
+    """The type of DEFAULT: a request bounded by the connection's request_timeout."""
+
     def __repr__(self) -> str:
         return "DEFAULT"
 
 
-DEFAULT: Final = _Default()
+DEFAULT: Final = RequestTimeoutDefault()
 """``timeout=DEFAULT``: the connection's ``request_timeout``; ``None`` means no limit."""
 
-Timeout = float | None | _Default
+Timeout = float | None | RequestTimeoutDefault
 
 STREAM_BUFFER_LIMIT = 8 << 20
 
@@ -102,7 +104,7 @@ class Connection:
                    node_id: int | None = None,
                    monitor: ConnectionMonitor | None = None) -> Connection:
         """Connect, negotiate API versions and authenticate, all within one ``timeout``."""
-        seconds = options.request_timeout if isinstance(timeout, _Default) else timeout
+        seconds = options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
         ssl_context = build_ssl_context(options)
         step = Step.CONNECT  # the failing step tells what an error means (connect_failure)
         try:
@@ -176,7 +178,7 @@ class Connection:
         ``timeout`` covers writing and waiting; DEFAULT is ``options.request_timeout``, None is no
         limit. Raises KafkaTimeoutError, KafkaConnectionError or ProtocolDecodeError.
         """
-        seconds = self.options.request_timeout if isinstance(timeout, _Default) else timeout
+        seconds = self.options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
         frame = await self._exchange(api, version, body, seconds)
         return decode_response(api, version, frame)
 
