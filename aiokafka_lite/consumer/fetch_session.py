@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 
 from ..structs import TopicPartition
 
-# What a request says about one partition (the fetcher's FetchTarget: offset and epochs); a
+# What a request says about one partition (requests.py's FetchTarget: offset and epochs); a
 # partition is sent again whenever it changes.
 P = TypeVar("P")
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from aiokafka_lite.consumer.fetcher import MAX_FETCH_VERSION, Fetcher
+from aiokafka_lite.consumer.fetcher import Fetcher
 from aiokafka_lite.consumer.offsets import OffsetLookup
+from aiokafka_lite.consumer.requests import MAX_FETCH_VERSION
 from aiokafka_lite.consumer.subscription import ResetStrategy, SubscriptionState
 from aiokafka_lite.errors import (
     ERROR_CODE_BY_NAME,
