@@ -152,11 +152,12 @@ def measure(bootstrap: str, sets: list[Dataset], rounds: int, clients: dict[str,
     return raw
 
 
-def _ratios(rounds: list[dict[str, dict[str, Any]]], top: str, bottom: str) -> list[float]:
-    """``top``'s records/s over ``bottom``'s, within each round where both ran."""
+def _ratios(rounds: list[dict[str, dict[str, Any]]], top: str, bottom: str,
+            figure: str = "records_per_s") -> list[float]:
+    """``top``'s ``figure`` over ``bottom``'s, within each round where both ran."""
     out = []
     for run in rounds:
-        a, b = run.get(top, {}).get("records_per_s"), run.get(bottom, {}).get("records_per_s")
+        a, b = run.get(top, {}).get(figure), run.get(bottom, {}).get(figure)
         if a is not None and b:
             out.append(a / b)
     return out
@@ -165,7 +166,8 @@ def _ratios(rounds: list[dict[str, dict[str, Any]]], top: str, bottom: str) -> l
 def summarise(rounds: list[dict[str, dict[str, Any]]], pairs: list[tuple[str, str]],
               peer: str | None) -> dict[str, Any]:
     """Per row: records/s (median, min, max), what ran, errors; for each (old, new) pair the new row's
-    ``new_vs_old``; the peer's ``vs_new`` (over the first pair's new row, as "x lite" elsewhere)."""
+    ``new_vs_old`` and ``cpu_new_vs_old`` (CPU seconds per record: less moved by other work on the
+    machine than records/s); the peer's ``vs_new`` (over the first pair's new row, as "x lite" elsewhere)."""
     labels = [label for pair in pairs for label in pair] + ([peer] if peer else [])
     out: dict[str, Any] = {}
     for label in labels:
@@ -181,6 +183,8 @@ def summarise(rounds: list[dict[str, dict[str, Any]]], pairs: list[tuple[str, st
     for old, new in pairs:
         if ratios := _ratios(rounds, new, old):
             out[new]["new_vs_old"] = throughput.summary(ratios)
+        if ratios := _ratios(rounds, new, old, "cpu_seconds_per_m_records"):
+            out[new]["cpu_new_vs_old"] = throughput.summary(ratios)
     if peer and pairs and (ratios := _ratios(rounds, peer, pairs[0][1])):
         out[peer]["vs_new"] = throughput.summary(ratios)
     return out
@@ -197,14 +201,16 @@ def _spread(entry: dict[str, Any], figure: str, digits: int) -> str:
 
 def table(name: str, data: dict[str, Any]) -> str:
     """One data set's rows; new/old and x new are ratios taken within each round, then summarised."""
-    header = ("row", "decoder", "records/s median (min-max)", "new/old (min-max)", "x new poll()", "ok")
+    header = ("row", "decoder", "records/s median (min-max)", "new/old (min-max)", "CPU/rec new/old", "x new poll()",
+              "ok")
     lines: list[tuple[str, ...]] = [header]
     for label, entry in data["rows"].items():
         lines.append((label, entry.get("decoder", "-"), _spread(entry, "records_per_s", 0) or "failed",
-                      _spread(entry, "new_vs_old", 3), _spread(entry, "vs_new", 2),
+                      _spread(entry, "new_vs_old", 3), _spread(entry, "cpu_new_vs_old", 3), _spread(entry, "vs_new", 2),
                       f"{entry['ok_rounds']}/{entry['rounds']}"))
     title = (f"\n{name}: {data['records']:,} records, {data['partitions']} partitions, {data['compression']} "
-             "compression; new/old = new records/s / old's in the same round, x new = records/s / new poll()'s")
+             "compression; new/old = new records/s / old's in the same round, CPU/rec new/old = the same for "
+             "CPU seconds per record, x new = records/s / new poll()'s")
     failures = [f"  {label} failed: " + str(entry["errors"][-1]).split(" | ")[-1][:200]
                 for label, entry in data["rows"].items() if "errors" in entry]
     return "\n".join([title, *grid(lines, left=2), *failures])

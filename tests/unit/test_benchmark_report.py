@@ -85,7 +85,8 @@ def test_every_client_names_a_module() -> None:
 
 def _compare_rounds() -> list[dict[str, dict[str, Any]]]:
     old, new, peer = "poll() old (abc)", "poll() new (working tree)", compare.PEER
-    return [{old: {"records_per_s": 100.0, "decoder": "native"}, new: {"records_per_s": 110.0, "decoder": "native"},
+    return [{old: {"records_per_s": 100.0, "decoder": "native", "cpu_seconds_per_m_records": 2.0},
+             new: {"records_per_s": 110.0, "decoder": "native", "cpu_seconds_per_m_records": 1.0},
              peer: {"records_per_s": 220.0}},
             {old: {"records_per_s": 200.0, "decoder": "native"}, new: {"records_per_s": 180.0, "decoder": "native"},
              peer: {"records_per_s": 360.0}},
@@ -98,6 +99,7 @@ def test_compare_takes_new_over_old_within_each_round() -> None:
     rows = compare.summarise(_compare_rounds(), [(old, new)], compare.PEER)
     # Rounds 1 and 2 only (round 3's old run failed): 1.1 and 0.9, not the medians' ratio.
     assert rows[new]["new_vs_old"] == {"median": 1.0, "min": 0.9, "max": 1.1}
+    assert rows[new]["cpu_new_vs_old"] == {"median": 0.5, "min": 0.5, "max": 0.5}  # round 1 only had CPU figures
     assert rows[compare.PEER]["vs_new"] == {"median": 2.0, "min": 2.0, "max": 2.0}
     assert rows[old]["ok_rounds"] == 2
     assert rows[old]["errors"] == ["exit 1: Traceback | OSError: gone"]
