@@ -28,6 +28,9 @@ class Client:
     uvloop: bool = False
     env: Mapping[str, str] = field(default_factory=dict)  # added to the client process's environment
     options: Mapping[str, Any] = field(default_factory=dict)  # client settings (Spec.options)
+    # Source trees whose aiokafka_lite this process imports (the first one's), ahead of this checkout;
+    # empty: this checkout's. benchmarks.compare runs two trees side by side with it.
+    pythonpath: tuple[str, ...] = ()
 
 
 # fetch.queue.backoff.ms that maximised confluent-kafka's records/s on the 100 B data set in a sweep
@@ -70,8 +73,15 @@ def run_client(label: str, bootstrap: str, dataset: Dataset, timeout: float = 90
     spec = Spec(bootstrap=bootstrap, topics=list(dataset.topics), partitions=dataset.partitions,
                 records=dataset.records, uvloop=client.uvloop, value_size=dataset.value_size,
                 options=dict(client.options), label=label)
+    env = {**os.environ, **client.env}
+    cwd = ROOT
+    if client.pythonpath:
+        # The tree first, this checkout (for benchmarks/) last; the working directory is the tree's
+        # too, since ``python -m`` puts it ahead of PYTHONPATH.
+        env["PYTHONPATH"] = os.pathsep.join((*client.pythonpath, ROOT))
+        cwd = client.pythonpath[0]
     proc = subprocess.run([sys.executable, "-m", f"benchmarks.clients.{client.module}", json.dumps(asdict(spec))],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **client.env})
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]

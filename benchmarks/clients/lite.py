@@ -73,7 +73,7 @@ def extra(spec: Spec) -> dict[str, Any]:
     built = getattr(native.active, "__file__", None)
     foreign = built is not None and os.path.dirname(built) not in aiokafka_lite.__path__
     return {"loop": loop, "decoder": native.decoder(), "why_python": native.why_python(), "native_file": built,
-            "native_from_other_checkout": foreign}
+            "native_from_other_checkout": foreign, "package": aiokafka_lite.__path__[0]}
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from benchmarks import report, throughput
+import pytest
+
+from benchmarks import compare, report, throughput
 from benchmarks.clients._harness import Spec
-from benchmarks.data import Dataset, scale_datasets
+from benchmarks.data import Dataset, datasets, scale_datasets
 
 CONFLUENT = throughput.CONFLUENT_TUNED
 
@@ -79,3 +81,75 @@ def test_every_client_names_a_module() -> None:
     for client in throughput.CLIENTS.values():
         assert importlib.util.find_spec(f"benchmarks.clients.{client.module}") is not None
     assert set(throughput.SCALE_CLIENTS) <= set(throughput.CLIENTS)
+
+
+def _compare_rounds() -> list[dict[str, dict[str, Any]]]:
+    old, new, peer = "poll() old (abc)", "poll() new (working tree)", compare.PEER
+    return [{old: {"records_per_s": 100.0, "decoder": "native", "cpu_seconds_per_m_records": 2.0},
+             new: {"records_per_s": 110.0, "decoder": "native", "cpu_seconds_per_m_records": 1.0},
+             peer: {"records_per_s": 220.0}},
+            {old: {"records_per_s": 200.0, "decoder": "native"}, new: {"records_per_s": 180.0, "decoder": "native"},
+             peer: {"records_per_s": 360.0}},
+            {old: {"error": "exit 1: Traceback | OSError: gone"}, new: {"records_per_s": 500.0, "decoder": "native"},
+             peer: {"records_per_s": 1000.0}}]
+
+
+def test_compare_takes_new_over_old_within_each_round() -> None:
+    old, new = "poll() old (abc)", "poll() new (working tree)"
+    rows = compare.summarise(_compare_rounds(), [(old, new)], compare.PEER)
+    # Rounds 1 and 2 only (round 3's old run failed): 1.1 and 0.9, not the medians' ratio.
+    assert rows[new]["new_vs_old"] == {"median": 1.0, "min": 0.9, "max": 1.1}
+    assert rows[new]["cpu_new_vs_old"] == {"median": 0.5, "min": 0.5, "max": 0.5}  # round 1 only had CPU figures
+    assert rows[compare.PEER]["vs_new"] == {"median": 2.0, "min": 2.0, "max": 2.0}
+    assert rows[old]["ok_rounds"] == 2
+    assert rows[old]["errors"] == ["exit 1: Traceback | OSError: gone"]
+    assert rows[new]["records_per_s"]["median"] == 180.0
+    assert rows[new]["decoder"] == "native"
+    assert "new_vs_old" not in rows[old]
+
+
+def test_compare_table_shows_ratios_spread_and_failures() -> None:
+    old, new = "poll() old (abc)", "poll() new (working tree)"
+    data = {"records": 3, "partitions": 6, "compression": "none",
+            "rows": compare.summarise(_compare_rounds(), [(old, new)], compare.PEER)}
+    text = compare.render({"old": "old (abc)", "new": "new (working tree)", "rounds": 3, "broker": "b",
+                           "machine": "m", "sets": {"100 B": data}})
+    assert "1.000 (0.900-1.100)" in text
+    assert "2.00 (2.00-2.00)" in text
+    assert f"{old} failed: OSError: gone" in text
+
+
+def test_compare_arguments() -> None:
+    args = compare.parse_args(["--base", "HEAD~1"])
+    assert (args.base, args.new, args.rounds, args.sizes, args.decoder) == ("HEAD~1", None, 5, ["100 B", "1 KB"],
+                                                                            "native")
+    assert not args.save
+    assert not args.no_arrow
+    assert compare.parse_args(["--base", "x", "--rounds", "2", "--sizes", "1 KB", "--no-arrow"]).sizes == ["1 KB"]
+    assert set(compare.SIZES) == {d.name for d in datasets(10)}
+    with pytest.raises(SystemExit):
+        compare.parse_args([])  # --base is required
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--base", "x", "--rounds", "0"])
+
+
+def test_compare_rows_alternate_old_and_new_each_in_its_own_tree() -> None:
+    old = compare.Side("old", "HEAD~1", "abc1234", "/tmp/old")
+    new = compare.Side("new", compare.WORKING_TREE, "", throughput.ROOT)
+    rows = compare.rows(old, new, "python", arrow=True, peer=True)
+    assert list(rows) == ["poll() old (HEAD~1 = abc1234)", "poll() new (working tree)",
+                          "poll_arrow() old (HEAD~1 = abc1234)", "poll_arrow() new (working tree)", compare.PEER]
+    assert rows["poll() old (HEAD~1 = abc1234)"].pythonpath == ("/tmp/old",)
+    assert rows["poll_arrow() new (working tree)"].env == {"AIOKAFKA_LITE_NO_NATIVE": "1"}
+    assert not rows[compare.PEER].pythonpath
+    for client in rows.values():
+        assert importlib.util.find_spec(f"benchmarks.clients.{client.module}") is not None
+
+
+def test_compare_refuses_a_side_that_ran_another_tree_or_decoder() -> None:
+    rows = {"a": throughput.Client("lite", pythonpath=("/tmp/old",))}
+    compare.check_sides({"a": {"package": "/tmp/old/aiokafka_lite", "decoder": "native"}}, rows, "native")
+    with pytest.raises(SystemExit, match="imported aiokafka_lite from /elsewhere"):
+        compare.check_sides({"a": {"package": "/elsewhere/aiokafka_lite", "decoder": "native"}}, rows, "native")
+    with pytest.raises(SystemExit, match="ran the python decoder, not native"):
+        compare.check_sides({"a": {"package": "/tmp/old/aiokafka_lite", "decoder": "python"}}, rows, "native")
