@@ -1,6 +1,6 @@
-"""The work behind commit() and commit_async(): the offsets a call asks for, one commit's sending
-(bound to the generation it is first sent in, retried over connection errors), and the future
-commit_async() hands out. The order commits complete in is commit_order's."""
+"""The consumer's commits: the offsets a call asks for, the queue every commit goes through (in
+the order made: commit_order), one commit's sending (bound to the generation it is first sent in,
+retried over connection errors), and the future commit_async() hands out."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from .._net.backoff import Backoff
 from ..config import ConsumerConfig
 from ..errors import ConsumerClosedError, InvalidArgumentError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..structs import OffsetAndMetadata, TopicPartition
+from ._bounded import bounded
+from .commit_order import CommitQueue
 from .member import GroupMember, generation_moved
 
 log = logging.getLogger("aiokafka_lite.consumer")
@@ -31,6 +33,61 @@ def offsets_arg(offsets: Mapping[TopicPartition, OffsetAndMetadata | int]) -> di
             raise InvalidArgumentError(f"invalid offset {value!r} for {tp}")
         result[tp] = om
     return result
+
+
+class Commits:
+    """Every commit the consumer makes, sent by the group member `member()` gives once the
+    consumer is `ready()`; `standalone()`: sent as a consumer that is no group member."""
+
+    def __init__(self, config: ConsumerConfig, member: Callable[[], GroupMember],
+                 ready: Callable[[], Awaitable[None]], standalone: Callable[[], bool],
+                 forcing_close: Callable[[], bool]) -> None:
+        self._config = config
+        self._member = member
+        self._ready = ready
+        self._standalone = standalone
+        self._forcing_close = forcing_close
+        self._queue = CommitQueue()
+
+    def submit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], limit: float | None) -> asyncio.Task[None]:
+        """A commit of the application's, behind every earlier one; `limit` bounds it once it runs."""
+        async def send() -> None:
+            # No open check here: a commit made before close() still lands (close drains them).
+            async def ready_then_send() -> None:
+                await self._ready()
+                await self._send(offsets)
+            await bounded(ready_then_send(), limit, "commit")
+        return self._queue.submit(send)
+
+    def submit_own(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
+        """The consumer's own commits (auto-commit, before a rebalance, at close), in the same
+        order as the user's; they run while the consumer is started (or closing). Bounded by
+        default_api_timeout_ms once they run (Java's commitSync bound): none holds the queue,
+        and every commit behind it, for ever."""
+        return self._queue.submit(lambda: bounded(self._send(offsets), self._config.default_api_timeout,
+                                                  "auto-commit"))
+
+    async def drain(self) -> None:
+        await self._queue.drain()
+
+    def pending(self) -> list[asyncio.Task[None]]:
+        return self._queue.pending()
+
+    async def committed(self, member: GroupMember, tps: list[TopicPartition]
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The offsets committed for `tps` (committed()), asked again after a connection error."""
+        result: dict[TopicPartition, OffsetAndMetadata | None] = await self.retry(
+            lambda: member.fetch_committed(tps, None))
+        return result
+
+    async def retry(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await retry_on_connection(call, self._config, self._forcing_close)
+
+    async def _send(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        member = self._member()
+        if not offsets:
+            return
+        await send_commit(member, offsets, self._standalone(), self.retry)
 
 
 async def send_commit(member: GroupMember, offsets: Mapping[TopicPartition, OffsetAndMetadata], standalone: bool,

@@ -20,11 +20,10 @@ from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._bounded import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from .closing import close_gracefully
-from .commit_order import CommitQueue
-from .commits import commit_error, offsets_arg, outcome_of, retrieve_outcome, retry_on_connection, send_commit
+from .commits import Commits, commit_error, offsets_arg, outcome_of, retrieve_outcome
 from .fetcher import Fetcher
 from .iteration import IterationBuffer
-from .lifecycle import Closing, SideTasks, cancel, close_by_force
+from .lifecycle import Closing, SideTasks, Startup, close_by_force
 from .listener import ConsumerRebalanceListener
 from .liveness import LivenessTimers
 from .lookups import partition_args, partitions_arg, position_of, topic_partitions
@@ -36,10 +35,9 @@ from .poll_steps import PollSteps
 from .polling import poll_once, update_positions
 from .revocation import Revocation, revocation_of, revoking_context
 from .stall import StallMonitor
-from .start_attempt import StartAttempt
 from .subscription import ResetStrategy, SubscriptionState, SubscriptionType
-from .unsubscribing import Unsubscribing, revoke_and_leave
-from .wiring import make_cluster, make_fetcher, make_member, make_offset_lookup
+from .unsubscribing import UnsubscribeTask, Unsubscribing, revoke_and_leave
+from .wiring import make_fetcher, make_member, make_offset_lookup
 
 T = TypeVar("T")
 
@@ -63,13 +61,13 @@ class Consumer:
         self.config = config
         self._subscription = SubscriptionState(default_reset=ResetStrategy(config.auto_offset_reset))
         self._cluster: Cluster | None = None
-        self._connecting: Cluster | None = None  # the start attempt's: why it cannot reach the cluster
         self._fetcher: Fetcher | None = None
         self._offsets: OffsetLookup | None = None
         self._member: GroupMember | None = None
         self._poll_steps = PollSteps()
         self._side_tasks = SideTasks()
-        self._commits = CommitQueue()
+        self._commits = Commits(config, lambda: self._require_member("commit()"), self._ready_to_commit,
+                                self._commits_standalone, lambda: self._closing.forcing)
         self._timers = LivenessTimers(config.session_timeout, config.heartbeat_interval,
                                       config.max_poll_interval, config.retry_backoff, config.retry_backoff_max)
         self._timers_lock = threading.Lock()  # the heartbeat thread (heartbeat_mode="thread") shares the timers
@@ -77,10 +75,9 @@ class Consumer:
         self._parts = ConsumerParts(config, self._subscription, self._poll_steps, self._commits, self._poll_clock,
                                     self._hooks())
         self._stall = StallMonitor(config.session_timeout, config.stall_warning_ratio, config.heartbeat_mode)
-        self._start_attempt: StartAttempt | None = None
-        self._unsubscribing: asyncio.Task[None] | None = None  # unsubscribe()'s revocation and leave
-        self._started = False
         self._closing = Closing()
+        self._startup = Startup(config, self._connected, self._is_closed)
+        self._unsubscribing = UnsubscribeTask()
         self._iter_buffer = IterationBuffer()
         self._polls = 0
         topic_list = list(topics)
@@ -89,15 +86,15 @@ class Consumer:
 
     def _hooks(self) -> ConsumerHooks:
         return ConsumerHooks(
-            started=lambda: self._started, cluster=self._cluster_or_fail, fetcher=lambda: self._fetcher,
+            started=lambda: self._startup.started, cluster=self._cluster_or_fail, fetcher=lambda: self._fetcher,
             offsets=self._offset_lookup, member=lambda: self._member, check_open=self._check_open,
-            offsets_to_commit=lambda: self._offsets_to_commit(None), queue_commit=self._queue_commit,
-            finish_unsubscribe=self._finish_unsubscribe)
+            offsets_to_commit=lambda: self._offsets_to_commit(None), finish_unsubscribe=self._finish_unsubscribe)
 
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         # As asyncio does for an unclosed transport: a consumer that tried to connect and was
         # dropped without close() says so once.
-        if getattr(self, "_start_attempt", None) is not None and not self._closing.closed:
+        startup = getattr(self, "_startup", None)
+        if startup is not None and startup.attempted and not self._closing.closed:
             _warn(f"unclosed Consumer (group {self.config.group_id!r}): call close() or use 'async with'",
                   ResourceWarning, source=self)
 
@@ -118,39 +115,21 @@ class Consumer:
         """Connect to the cluster (bounded by the timeout). Called by `async with` and lazily by
         every other call, within that call's own timeout. An attempt that outlasts its caller's
         timeout goes on as a task the consumer owns; the next call waits for it, close() cancels it."""
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         try:
-            await bounded(self._ensure_started(), limit, "connecting to the bootstrap servers", self._is_closed)
+            await bounded(self._startup.ensure_started(), limit, "connecting to the bootstrap servers",
+                          self._is_closed)
         except KafkaTimeoutError as exc:
-            raise self._unreached(exc, limit) from exc.__cause__
+            raise self._startup.unreached(exc, limit) from exc.__cause__
 
-    async def _ensure_started(self) -> None:
-        if self._started:
-            return
-        attempt = self._start_attempt
-        if attempt is None or attempt.task.done():
-            if attempt is not None:
-                attempt.retrieve()  # a failed attempt: tried again below
-            if self._closing.closed:  # a commit queued before close() must not start a fresh attempt
-                raise ConsumerClosedError("the consumer was closed before it connected")
-            attempt = self._start_attempt = StartAttempt(self._start_once, self.config.default_api_timeout)
-        await attempt.wait()
-
-    async def _start_once(self) -> None:
-        cluster = self._connecting = make_cluster(self.config)
-        try:
-            await cluster.bootstrap(timeout=None)  # bounded by each caller waiting for it
-        except BaseException:
-            await cluster.close()
-            raise
+    def _connected(self, cluster: Cluster) -> None:
+        """What start() builds on the bootstrapped cluster."""
         self._cluster = cluster
         self._fetcher = make_fetcher(self.config, cluster, self._subscription)
         self._offsets = make_offset_lookup(self.config, cluster)
         if self.config.group_id is not None:
             self._member = make_member(cluster, self.config, self._parts, self._timers, self._timers_lock)
         self._stall.start()
-        self._started = True
 
     async def close(self, timeout: float | None = 30.0) -> None:
         """Commit (if auto-commit), revoke, LeaveGroup within the timeout, then close by force.
@@ -167,8 +146,7 @@ class Consumer:
     async def _close_by_force(self) -> None:
         """Cancel and await every task the consumer owns, close every connection."""
         self._closing.forcing = True
-        if self._start_attempt is not None:
-            await cancel(self._start_attempt.task)  # first: nothing it would open is left open
+        await self._startup.stop()  # first: nothing it would open is left open
         await close_by_force(self._poll_steps, self._unsubscribing, self._commits, self._member, self._stall,
                              self._side_tasks, self._fetcher, self._cluster)
 
@@ -179,6 +157,11 @@ class Consumer:
 
     def _is_closed(self) -> bool:
         return self._closing.closed
+
+    def _open_call(self, timeout: Timeout) -> float | None:
+        """An awaitable call begins here: the consumer is open, and the call's time limit."""
+        self._check_open()
+        return resolve_timeout(timeout, self.config)
 
     def _check_open(self) -> None:
         # The listener that close() calls may still use the consumer (commit, position...), as
@@ -194,10 +177,16 @@ class Consumer:
         if self._member is not None and self._member.fatal_error is not None:
             raise self._member.fatal_error
 
+    async def _ready_to_commit(self) -> None:
+        """Started and no background error pending; not checked for open: a commit made
+        before close() still lands (close drains them)."""
+        await self._startup.ensure_started()
+        self._raise_background_error()
+
     async def _ready(self) -> None:
         """Started (lazily, within the caller's deadline) and no background error pending."""
         self._check_open()
-        await self._ensure_started()
+        await self._startup.ensure_started()
         self._check_open()  # close() may have run while we waited
         self._raise_background_error()
 
@@ -209,15 +198,7 @@ class Consumer:
         try:
             return await bounded(ready_then_work(), limit, what, self._is_closed)
         except KafkaTimeoutError as exc:
-            raise self._unreached(exc, limit, what) from exc.__cause__
-
-    def _unreached(self, exc: KafkaTimeoutError, limit: float | None, what: str | None = None) -> KafkaTimeoutError:
-        """A call that timed out before the cluster ever answered: each bootstrap server's last failure."""
-        unreached = None if self._started or self._connecting is None else self._connecting.unreachable(limit)
-        if unreached is None:
-            return exc
-        return unreached if what is None else KafkaTimeoutError(f"{what} did not complete within {limit} s: "
-                                                                f"{unreached}")
+            raise self._startup.unreached(exc, limit, what) from exc.__cause__
 
     # ------------------------------------------------------------ subscription
 
@@ -248,7 +229,7 @@ class Consumer:
             # As in Java: what was consumed from the partitions being replaced is committed first.
             offsets = self._offsets_to_commit(None)
             if offsets:
-                self._queue_commit(offsets).add_done_callback(retrieve_outcome)
+                self._commits.submit_own(offsets).add_done_callback(retrieve_outcome)
         self._subscription.assign_manually(partitions)
 
     def unsubscribe(self) -> Unsubscribing:
@@ -259,31 +240,23 @@ class Consumer:
         self._check_open()
         member, sub = self._member, self._subscription
         owned = sub.assigned() if sub.uses_group else set()
-        if member is None or not owned or self._unsubscribing is not None:
+        if member is None or not owned or self._unsubscribing.under_way:
             sub.unsubscribe()
-            if member is not None and member.is_stable and self._unsubscribing is None:
+            if member is not None and member.is_stable and not self._unsubscribing.under_way:
                 self._side_tasks.spawn(member.leave("the consumer unsubscribed", timeout=self.config.request_timeout))
             return Unsubscribing(self._finish_unsubscribe)
         consumed = {tp: om for tp, om in self._offsets_to_commit(None).items() if tp in owned}
         lost = not (member.is_stable or member.mid_join)
         sub.unsubscribe()
         self._iter_buffer.drop(owned)
-        revocation = revoking_context(self._parts, consumed)
-        self._unsubscribing = asyncio.create_task(revoke_and_leave(self._parts, member, owned, lost),
-                                                  name="aiokafka-lite unsubscribe", context=revocation)
+        self._unsubscribing.start(revoke_and_leave(self._parts, member, owned, lost),
+                                  revoking_context(self._parts, consumed))
         return Unsubscribing(self._finish_unsubscribe)
 
     async def _finish_unsubscribe(self) -> None:
         """Wait for the revocation unsubscribe() started, and raise its error (once)."""
-        task = self._unsubscribing
-        if task is None or self._revocation() is not None:
-            return  # nothing under way, or called from inside the revocation itself
-        await asyncio.wait({task})  # its cancellation by close() is not raised here: told apart below
-        if self._unsubscribing is task:
-            self._unsubscribing = None
-            if task.cancelled():
-                raise ConsumerClosedError("the consumer was closed before unsubscribe() completed")
-            task.result()
+        if self._revocation() is None:  # not from inside the revocation itself
+            await self._unsubscribing.finish()
 
     def assignment(self) -> set[TopicPartition]:
         self._check_open()
@@ -364,8 +337,7 @@ class Consumer:
                      timeout: Timeout = DEFAULT) -> None:
         """Commit the given offsets, or the offsets of every record handed out so far. Returns
         after every commit made before it (commit_async included) has completed, as in Java."""
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         self._check_group_id("commit()")
         to_commit = self._offsets_to_commit(offsets)
         # The deadline covers connecting and the wait for earlier commits; on lapse the queued
@@ -390,32 +362,13 @@ class Consumer:
     def submit_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                       limit: float | None = None) -> asyncio.Task[None]:
         """Queue a commit behind every earlier one (commit_order); `limit` bounds it once it runs."""
-        async def send() -> None:
-            # No open check here: a commit made before close() still lands (close drains them).
-            async def started_then_send() -> None:
-                await self._ensure_started()
-                self._raise_background_error()
-                await self._send_commit(offsets)
-            await bounded(started_then_send(), limit, "commit")
-        return self._commits.submit(send)
+        return self._commits.submit(offsets, limit)
 
-    def _queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
-        """The consumer's own commits (auto-commit, before a rebalance, at close), in the same
-        order as the user's; they run while the consumer is started (or closing). Bounded by
-        default_api_timeout_ms once they run (Java's commitSync bound): none holds the queue,
-        and every commit behind it, for ever."""
-        return self._commits.submit(lambda: bounded(self._send_commit(offsets), self.config.default_api_timeout,
-                                                    "auto-commit"))
-
-    async def _send_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        member = self._require_member("commit()")
-        if not offsets:
-            return
+    def _commits_standalone(self) -> bool:
         # A consumer that assigned its partitions by hand commits as a standalone consumer;
         # unsubscribe()'s revocation commits as the member that owned the partitions.
         revocation = self._revocation()
-        standalone = not self._subscription.uses_group and (revocation is None or revocation.offsets is None)
-        await send_commit(member, offsets, standalone, self._retry_on_connection)
+        return not self._subscription.uses_group and (revocation is None or revocation.offsets is None)
 
     def _offsets_to_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -425,9 +378,6 @@ class Consumer:
         if offsets is None:
             return self._iter_buffer.before_buffered(self._subscription.consumed_offsets())
         return offsets_arg(offsets)
-
-    async def _retry_on_connection(self, call: Callable[[], Awaitable[T]]) -> T:
-        return await retry_on_connection(call, self.config, lambda: self._closing.forcing)
 
     def _check_group_id(self, what: str) -> None:
         if self.config.group_id is None:
@@ -453,8 +403,7 @@ class Consumer:
         await self._seek_to(tps, ResetStrategy.LATEST, timeout)
 
     async def _seek_to(self, tps: Iterable[TopicPartition], strategy: ResetStrategy, timeout: Timeout) -> None:
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         targets = list(tps) or list(self._subscription.assigned())
         for tp in targets:
             self._subscription.state(tp)  # an unassigned partition is a misuse: raise before any change
@@ -480,39 +429,29 @@ class Consumer:
         return self._subscription.paused()
 
     async def position(self, tp: TopicPartition, timeout: Timeout = DEFAULT) -> int:
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         self._subscription.state(tp)  # raises for an unassigned partition
-
         return await self._call("position", limit, lambda: position_of(
             self._subscription, tp, lambda: update_positions(self._parts, [tp])))
 
     async def committed(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         self._check_group_id("committed()")
         wanted = partitions_arg(tps, "committed()")
-
-        async def fetch() -> dict[TopicPartition, OffsetAndMetadata | None]:
-            member = self._require_member("committed()")
-            result: dict[TopicPartition, OffsetAndMetadata | None] = await self._retry_on_connection(
-                lambda: member.fetch_committed(wanted, None))
-            return result
-        return await self._call("committed", limit, fetch)
+        return await self._call("committed", limit,
+                                lambda: self._commits.committed(self._require_member("committed()"), wanted))
 
     async def beginning_offsets(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                                 ) -> dict[TopicPartition, int]:
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         wanted = partitions_arg(tps, "beginning_offsets()")
         return await self._call("beginning_offsets", limit,
                                 lambda: self._offset_lookup().beginning_offsets(wanted, None))
 
     async def end_offsets(self, tps: Iterable[TopicPartition], timeout: Timeout = DEFAULT
                           ) -> dict[TopicPartition, int]:
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         wanted = partitions_arg(tps, "end_offsets()")
         return await self._call("end_offsets", limit, lambda: self._offset_lookup().end_offsets(wanted, None))
 
@@ -520,8 +459,7 @@ class Consumer:
                                 ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """For each partition, the earliest offset whose timestamp is >= the one given (ms since
         the epoch), or None when there is no such record."""
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         partitions_arg(timestamps, "offsets_for_times()")
         wanted = dict(timestamps)
         return await self._call("offsets_for_times", limit,
@@ -539,12 +477,11 @@ class Consumer:
         return await self._topics(None, timeout)
 
     async def _topics(self, names: list[str] | None, timeout: Timeout) -> dict[str, list[TopicPartition]]:
-        self._check_open()
-        limit = resolve_timeout(timeout, self.config)
+        limit = self._open_call(timeout)
         return await self._call("metadata", limit, lambda: topic_partitions(self._cluster_or_fail(), names))
 
     def metrics(self) -> dict[str, Any]:
-        figures = {"started": self._started, "closed": self._closing.closed, "polls": self._polls,
+        figures = {"started": self._startup.started, "closed": self._closing.closed, "polls": self._polls,
                    "heartbeat_mode": self.config.heartbeat_mode, "loop_stalls": self._stall.stalls,
                    "longest_loop_stall_seconds": self._stall.longest_stall,
                    "record_decoder": native.decoder(),

@@ -1,6 +1,7 @@
-"""close()'s state and its two parts as tasks the consumer owns (the graceful part is closing's
-close_gracefully; the forced part cancels and awaits everything here), and the side tasks the
-consumer starts without awaiting them."""
+"""The consumer's life cycle: start() (the attempt to connect, shared by the calls that wait for
+it), close() (its state, and its two parts as tasks the consumer owns: the graceful part is
+closing's close_gracefully, the forced part cancels and awaits everything here), and the side
+tasks the consumer starts without awaiting them."""
 
 from __future__ import annotations
 
@@ -10,18 +11,75 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from ..errors import KafkaError
+from .._net.cluster import Cluster
+from ..config import ConsumerConfig
+from ..errors import ConsumerClosedError, KafkaError, KafkaTimeoutError
 from .closing import leave_by_force
+from .start_attempt import StartAttempt
+from .wiring import make_cluster
 
 if TYPE_CHECKING:
-    from .._net.cluster import Cluster
-    from .commit_order import CommitQueue
+    from .commits import Commits
     from .fetcher import Fetcher
     from .member import GroupMember
     from .poll_steps import PollSteps
     from .stall import StallMonitor
+    from .unsubscribing import UnsubscribeTask
 
 log = logging.getLogger("aiokafka_lite.consumer")
+
+
+class Startup:
+    """start(): one attempt to connect at a time (start_attempt), made by the first call that
+    needs the cluster; `connected` is given the bootstrapped cluster."""
+
+    def __init__(self, config: ConsumerConfig, connected: Callable[[Cluster], None],
+                 is_closed: Callable[[], bool]) -> None:
+        self.started = False
+        self._config = config
+        self._connected = connected
+        self._is_closed = is_closed
+        self._attempt: StartAttempt | None = None
+        self._connecting: Cluster | None = None  # the attempt's: why it cannot reach the cluster
+
+    @property
+    def attempted(self) -> bool:
+        return self._attempt is not None
+
+    async def ensure_started(self) -> None:
+        if self.started:
+            return
+        attempt = self._attempt
+        if attempt is None or attempt.task.done():
+            if attempt is not None:
+                attempt.retrieve()  # a failed attempt: tried again below
+            if self._is_closed():  # a commit queued before close() must not start a fresh attempt
+                raise ConsumerClosedError("the consumer was closed before it connected")
+            attempt = self._attempt = StartAttempt(self._start_once, self._config.default_api_timeout)
+        await attempt.wait()
+
+    async def _start_once(self) -> None:
+        cluster = self._connecting = make_cluster(self._config)
+        try:
+            await cluster.bootstrap(timeout=None)  # bounded by each caller waiting for it
+        except BaseException:
+            await cluster.close()
+            raise
+        self._connected(cluster)
+        self.started = True
+
+    async def stop(self) -> None:
+        """Cancel the attempt under way (close()), so nothing it would open is left open."""
+        if self._attempt is not None:
+            await cancel(self._attempt.task)
+
+    def unreached(self, exc: KafkaTimeoutError, limit: float | None, what: str | None = None) -> KafkaTimeoutError:
+        """A call that timed out before the cluster ever answered: each bootstrap server's last failure."""
+        unreached = None if self.started or self._connecting is None else self._connecting.unreachable(limit)
+        if unreached is None:
+            return exc
+        return unreached if what is None else KafkaTimeoutError(f"{what} did not complete within {limit} s: "
+                                                                f"{unreached}")
 
 
 class Closing:
@@ -91,13 +149,13 @@ class SideTasks:
             log.info("background operation failed: %s", fut.exception())
 
 
-async def close_by_force(poll_steps: PollSteps, unsubscribing: asyncio.Task[None] | None, commits: CommitQueue,
+async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, commits: Commits,
                          member: GroupMember | None, stall: StallMonitor, side_tasks: SideTasks,
                          fetcher: Fetcher | None, cluster: Cluster | None) -> None:
     """The forced part of close(), once the start attempt is stopped: cancel and await every
     task the consumer owns, close every connection."""
     await poll_steps.cancel()
-    await cancel(unsubscribing)
+    await cancel(unsubscribing.task)
     for commit in commits.pending():
         await cancel(commit)
     if member is not None:

@@ -26,7 +26,7 @@ from .unsubscribing import wait_quietly
 
 if TYPE_CHECKING:
     from .._net.cluster import Cluster
-    from .commit_order import CommitQueue
+    from .commits import Commits
     from .fetcher import Fetcher
     from .liveness import LivenessTimers
     from .member import GroupMember
@@ -74,13 +74,12 @@ class ConsumerHooks:
     member: Callable[[], GroupMember | None]
     check_open: Callable[[], None]
     offsets_to_commit: Callable[[], dict[TopicPartition, OffsetAndMetadata]]
-    queue_commit: Callable[[Mapping[TopicPartition, OffsetAndMetadata]], asyncio.Task[None]]
     finish_unsubscribe: Callable[[], Awaitable[None]]
 
 
 class ConsumerParts:
     def __init__(self, config: ConsumerConfig, subscription: SubscriptionState, poll_steps: PollSteps,
-                 commits: CommitQueue, poll_clock: PollClock, hooks: ConsumerHooks) -> None:
+                 commits: Commits, poll_clock: PollClock, hooks: ConsumerHooks) -> None:
         self.config = config
         self.listener = ConsumerRebalanceListener()  # subscribe(listener=...) replaces it
         self.next_auto_commit = 0.0  # loop time; the poll path's auto-commit schedule
@@ -152,7 +151,7 @@ class ConsumerParts:
         return self._hooks.offsets_to_commit()
 
     def queue_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> asyncio.Task[None]:
-        return self._hooks.queue_commit(offsets)
+        return self._commits.submit_own(offsets)
 
     async def drain_commits(self) -> None:
         await self._commits.drain()
