@@ -1,5 +1,9 @@
 """The Consumer users hold: it owns the cluster, the fetcher, the group coordinator and the
-background tasks, and closes them. Every awaitable method is bounded (KIP-266)."""
+background tasks, and closes them. Every awaitable method is bounded (KIP-266).
+
+The facade stays thin: start() and close() are lifecycle's, commits are commits', the look-ups
+lookups', the `async for` buffer iteration's, unsubscribe()'s task unsubscribing's; the poll
+path, the group member and close() see the consumer through parts.ConsumerParts."""
 
 from __future__ import annotations
 
