@@ -1,7 +1,8 @@
 """The consumer's parts as its helpers see them: the group member (member.MemberHost), the poll
 path (polling.PollParts), close() (closing.CloseParts) and unsubscribe()
 (unsubscribing.UnsubscribeParts). The parts own the rebalance listener, the poll clock and the
-auto-commit schedule; what the Consumer owns (what start() creates, its open check, its commits)
+auto-commit schedule, and are given the subscription, the poll steps and the commits; what the
+Consumer itself owns (what start() creates, its open check, the offsets to commit, unsubscribe())
 they reach only through the ConsumerHooks the Consumer gives them."""
 
 from __future__ import annotations
