@@ -1,4 +1,4 @@
-"""close(): the graceful part, within the timeout (the forced part is Consumer._close_by_force)."""
+"""close(): the graceful part, within the timeout (the forced part is lifecycle.close_by_force)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ FORCED_LEAVE_LIMIT = 0.5
 
 
 class RebalanceParts(Protocol):
-    """What stopping a rebalance needs of the consumer (implemented in consumer.py)."""
+    """What stopping a rebalance needs of the consumer (implemented in parts.py)."""
 
     @property
     def cluster(self) -> Cluster: ...
@@ -47,7 +47,7 @@ async def stop_rebalance(parts: RebalanceParts, member: GroupMember, why: str, e
 
 
 class CloseParts(RebalanceParts, Protocol):
-    """What close() needs of the consumer (implemented in consumer.py)."""
+    """What close() needs of the consumer (implemented in parts.py)."""
 
     config: ConsumerConfig
 

@@ -30,7 +30,7 @@ REBALANCE = "rebalance"  # the step's name among the poll steps (and its task's:
 
 
 class PollParts(Protocol):
-    """What the poll path needs of the consumer (implemented in consumer.py)."""
+    """What the poll path needs of the consumer (implemented in parts.py)."""
 
     config: ConsumerConfig
     next_auto_commit: float  # loop time

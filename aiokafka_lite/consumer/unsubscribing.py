@@ -13,10 +13,13 @@ the await, the next poll() waits for it (and raises that error) and close() does
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import ConsumerClosedError
 from .closing import RebalanceParts, stop_rebalance
 from .member import ListenerEvent
 
@@ -40,8 +43,35 @@ class Unsubscribing:
             yield from self._finish().__await__()
 
 
+class UnsubscribeTask:
+    """The task running unsubscribe()'s revocation and leave, from its start until someone has
+    waited for it (finish): until then a second unsubscribe() starts none."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def under_way(self) -> bool:
+        return self.task is not None
+
+    def start(self, revocation: Coroutine[Any, Any, None], context: contextvars.Context) -> None:
+        self.task = asyncio.create_task(revocation, name="aiokafka-lite unsubscribe", context=context)
+
+    async def finish(self) -> None:
+        """Wait for the revocation, and raise its error (once)."""
+        task = self.task
+        if task is None:
+            return
+        await asyncio.wait({task})  # its cancellation by close() is not raised here: told apart below
+        if self.task is task:
+            self.task = None
+            if task.cancelled():
+                raise ConsumerClosedError("the consumer was closed before unsubscribe() completed")
+            task.result()
+
+
 class UnsubscribeParts(RebalanceParts, Protocol):
-    """What the revocation needs of the consumer (implemented in consumer.py)."""
+    """What the revocation needs of the consumer (implemented in parts.py)."""
 
     config: ConsumerConfig
 
@@ -53,7 +83,7 @@ class UnsubscribeParts(RebalanceParts, Protocol):
 
 async def revoke_and_leave(parts: UnsubscribeParts, member: GroupMember, owned: set[TopicPartition],
                            lost: bool) -> None:
-    """Runs with the consumed offsets of `owned` still committable (consumer.py sees to that)."""
+    """Runs with the consumed offsets of `owned` still committable (Consumer.unsubscribe() sees to that)."""
     await stop_rebalance(parts, member, "unsubscribing mid-join")
     try:
         if not lost and parts.config.enable_auto_commit:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
-from aiokafka_lite.consumer import consumer as consumer_module
+from aiokafka_lite.consumer import lifecycle as startup_module
 from aiokafka_lite.consumer._bounded import DEFAULT, MAX_TIMEOUT, check_timeout, resolve_timeout
 from aiokafka_lite.errors import InvalidArgumentError
 
@@ -43,12 +43,12 @@ CALLS: dict[str, Call] = {
 def connects(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Records every attempt to build the cluster (the first step of connecting)."""
     attempts: list[object] = []
-    real = consumer_module.make_cluster
+    real = startup_module.make_cluster
 
     def recording(config: Any) -> Any:
         attempts.append(config)
         return real(config)
-    monkeypatch.setattr(consumer_module, "make_cluster", recording)
+    monkeypatch.setattr(startup_module, "make_cluster", recording)
     return attempts
 
 

@@ -1,0 +1,180 @@
+"""The consumer's life cycle: start() (the attempt to connect, shared by the calls that wait for
+it), close() (its state, and its two parts as tasks the consumer owns: the graceful part is
+closing's close_gracefully, the forced part cancels and awaits everything here), and the side
+tasks the consumer starts without awaiting them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from .._net.cluster import Cluster
+from ..config import ConsumerConfig
+from ..errors import ConsumerClosedError, KafkaError, KafkaTimeoutError
+from .closing import leave_by_force
+from .start_attempt import StartAttempt
+from .wiring import make_cluster
+
+if TYPE_CHECKING:
+    from .commits import Commits
+    from .fetcher import Fetcher
+    from .member import GroupMember
+    from .poll_steps import PollSteps
+    from .stall import StallMonitor
+    from .unsubscribing import UnsubscribeTask
+
+log = logging.getLogger("aiokafka_lite.consumer")
+
+
+class Startup:
+    """start(): one attempt to connect at a time (start_attempt), made by the first call that
+    needs the cluster; `connected` is given the bootstrapped cluster."""
+
+    def __init__(self, config: ConsumerConfig, connected: Callable[[Cluster], None],
+                 is_closed: Callable[[], bool]) -> None:
+        self.started = False
+        self._config = config
+        self._connected = connected
+        self._is_closed = is_closed
+        self._attempt: StartAttempt | None = None
+        self._connecting: Cluster | None = None  # the attempt's: why it cannot reach the cluster
+
+    @property
+    def attempted(self) -> bool:
+        return self._attempt is not None
+
+    async def ensure_started(self) -> None:
+        if self.started:
+            return
+        attempt = self._attempt
+        if attempt is None or attempt.task.done():
+            if attempt is not None:
+                attempt.retrieve()  # a failed attempt: tried again below
+            if self._is_closed():  # a commit queued before close() must not start a fresh attempt
+                raise ConsumerClosedError("the consumer was closed before it connected")
+            attempt = self._attempt = StartAttempt(self._start_once, self._config.default_api_timeout)
+        await attempt.wait()
+
+    async def _start_once(self) -> None:
+        cluster = self._connecting = make_cluster(self._config)
+        try:
+            await cluster.bootstrap(timeout=None)  # bounded by each caller waiting for it
+        except BaseException:
+            await cluster.close()
+            raise
+        self._connected(cluster)
+        self.started = True
+
+    async def stop(self) -> None:
+        """Cancel the attempt under way (close()), so nothing it would open is left open."""
+        if self._attempt is not None:
+            await cancel(self._attempt.task)
+
+    def unreached(self, exc: KafkaTimeoutError, limit: float | None, what: str | None = None) -> KafkaTimeoutError:
+        """A call that timed out before the cluster ever answered: each bootstrap server's last failure."""
+        unreached = None if self.started or self._connecting is None else self._connecting.unreachable(limit)
+        if unreached is None:
+            return exc
+        return unreached if what is None else KafkaTimeoutError(f"{what} did not complete within {limit} s: "
+                                                                f"{unreached}")
+
+
+class Closing:
+    """Closed from the first close() on. That call starts the graceful part and then the forced
+    part as tasks, so a second close(), or a cancelled one, can wait for them or cut them short."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.forcing = False  # the forced part has begun: nothing is retried
+        self._task: asyncio.Task[None] | None = None
+        self._graceful: asyncio.Task[None] | None = None
+
+    async def close(self, timeout: float | None, graceful: Callable[[], Coroutine[Any, Any, None]],
+                    by_force: Callable[[], Awaitable[None]]) -> None:
+        """Consumer.close() with a checked timeout: `graceful` and `by_force` start on the first call."""
+        if self._task is None:
+            self.closed = True
+            self._graceful = asyncio.create_task(graceful(), name="aiokafka-lite close (graceful)")
+            self._task = asyncio.create_task(_close(self._graceful, by_force), name="aiokafka-lite close")
+        close_task, graceful_task = self._task, self._graceful
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(close_task)
+                    return
+        except asyncio.CancelledError:
+            if graceful_task is not None:
+                graceful_task.cancel()
+            await asyncio.wait({close_task})  # a second cancellation of ours ends this wait too
+            if close_task.done() and not close_task.cancelled():
+                close_task.exception()  # retrieved: this caller re-raises its cancellation instead
+            raise
+        if graceful_task is not None:
+            graceful_task.cancel()
+        await asyncio.shield(close_task)
+
+
+async def _close(graceful: asyncio.Task[None], by_force: Callable[[], Awaitable[None]]) -> None:
+    try:
+        await asyncio.wait({graceful})  # its cancellation (a shorter close()) is not ours
+    finally:
+        await by_force()
+    error = None if graceful.cancelled() else graceful.exception()
+    if error is not None:
+        raise error
+
+
+class SideTasks:
+    """Work the consumer starts and does not wait for (a LeaveGroup after unsubscribe()); the
+    forced part of close() cancels what is left. A failure is logged."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def spawn(self, coro: Any) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(fut)
+        fut.add_done_callback(self._done)
+        return fut
+
+    def running(self) -> list[asyncio.Future[Any]]:
+        return list(self._tasks)
+
+    def _done(self, fut: asyncio.Future[Any]) -> None:
+        self._tasks.discard(fut)
+        if not fut.cancelled() and fut.exception() is not None:
+            log.info("background operation failed: %s", fut.exception())
+
+
+async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, commits: Commits,
+                         member: GroupMember | None, stall: StallMonitor, side_tasks: SideTasks,
+                         fetcher: Fetcher | None, cluster: Cluster | None) -> None:
+    """The forced part of close(), once the start attempt is stopped: cancel and await every
+    task the consumer owns, close every connection."""
+    await poll_steps.cancel()
+    await cancel(unsubscribing.task)
+    for commit in commits.pending():
+        await cancel(commit)
+    if member is not None:
+        await member.stop_liveness()
+        await leave_by_force(member)
+    await stall.stop()
+    for fut in side_tasks.running():
+        await cancel(fut)
+    if fetcher is not None:
+        await fetcher.close()
+    if cluster is not None:
+        await cluster.close()
+
+
+async def cancel(fut: asyncio.Future[Any] | None) -> None:
+    if fut is None or fut.done():
+        if fut is not None and not fut.cancelled():
+            fut.exception()  # retrieved, so asyncio does not log "exception never retrieved"
+        return
+    fut.cancel()
+    with contextlib.suppress(asyncio.CancelledError, KafkaError):
+        await fut
