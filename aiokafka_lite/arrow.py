@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import ArrowUnavailableError
 from .protocol import native
-from .protocol.record_columns import RecordChunks, RecordColumns
+from .protocol.records.columns import RecordChunks, RecordColumns
 from .structs import ConsumerRecords
 
 _I32_MAX = 2**31 - 1

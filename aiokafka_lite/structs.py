@@ -48,7 +48,7 @@ class ConsumerRecords(Sequence[ConsumerRecord]):
     """The result of one poll(): records in fetch order, with a per-partition view.
 
     The consumer passes each partition's records as a lazy sequence that builds the record tuples
-    while it is iterated (see protocol.record_columns); ``records()``, ``by_partition()`` and
+    while it is iterated (see protocol/records/columns.py); ``records()``, ``by_partition()`` and
     indexing give lists.
     """
 

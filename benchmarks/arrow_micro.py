@@ -19,7 +19,7 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 
 from aiokafka_lite.arrow import build_arrow_batch
 from aiokafka_lite.protocol import native
-from aiokafka_lite.protocol.record_columns import RecordColumns
+from aiokafka_lite.protocol.records.columns import RecordColumns
 
 
 def _chunks(records: int, chunk: int, size: int) -> list[RecordColumns]:

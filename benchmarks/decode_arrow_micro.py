@@ -23,9 +23,9 @@ import pyarrow as pa  # type: ignore[import-untyped, unused-ignore]
 from aiokafka_lite.arrow import build_arrow_batch
 from aiokafka_lite.protocol import native
 from aiokafka_lite.protocol.compression import Codec
-from aiokafka_lite.protocol.record_columns import RecordColumns
-from aiokafka_lite.protocol.records import PartitionRecords, iter_batches
-from aiokafka_lite.protocol.records_v2 import LOG_OVERHEAD
+from aiokafka_lite.protocol.records.columns import RecordColumns
+from aiokafka_lite.protocol.records.decode import PartitionRecords, iter_batches
+from aiokafka_lite.protocol.records.v2 import LOG_OVERHEAD
 from benchmarks.decode_micro import fetch_data
 
 

@@ -20,9 +20,9 @@ import time
 
 from aiokafka_lite.protocol import native
 from aiokafka_lite.protocol.compression import Codec
-from aiokafka_lite.protocol.record_columns import RecordChunks
-from aiokafka_lite.protocol.records import PartitionRecords
-from aiokafka_lite.protocol.records_build import RecordSpec, build_record_batch
+from aiokafka_lite.protocol.records.build import RecordSpec, build_record_batch
+from aiokafka_lite.protocol.records.columns import RecordChunks
+from aiokafka_lite.protocol.records.decode import PartitionRecords
 
 
 def fetch_data(records: int, size: int, per_batch: int, codec: Codec) -> bytes:

@@ -98,10 +98,10 @@ def _patch_heartbeats(client: str, mode: str, stamps: list[float]) -> Callable[[
         from aiokafka.consumer.group_coordinator import GroupCoordinator as Target
         name = "_do_heartbeat"
     elif mode == "thread":
-        from aiokafka_lite.consumer.heartbeat_thread import HeartbeatThread as Target
+        from aiokafka_lite.group.classic.heartbeat_thread import HeartbeatThread as Target
         name = "_heartbeat"
     else:
-        from aiokafka_lite.consumer.group import GroupCoordinator as Target
+        from aiokafka_lite.group.classic.coordinator import GroupCoordinator as Target
         name = "heartbeat"
     original = getattr(Target, name)
 

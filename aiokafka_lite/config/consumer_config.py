@@ -39,7 +39,7 @@ from aiokafka_lite.errors import ConfigError
 
 __all__ = ["JOIN_GROUP_TIMEOUT_MARGIN_MS", "ConsumerConfig"]
 
-# The logger cli.py silences by name during its pre-check: keep the name, whatever module logs.
+# The logger cli/main.py silences by name during its pre-check: keep the name, whatever module logs.
 log = logging.getLogger("aiokafka_lite.config")
 
 # Java waits this much longer than the rebalance timeout for a JoinGroup response, because the

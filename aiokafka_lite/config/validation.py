@@ -28,7 +28,7 @@ from aiokafka_lite.errors import ConfigError
 __all__ = ["BROKER_OWNED_SETTINGS", "check_group", "check_names", "check_security", "check_timeouts",
            "raise_unset_backoff_caps", "refuse_auto_commit_without_group", "refuse_broker_owned", "unknown"]
 
-# The logger cli.py silences by name during its pre-check: keep the name, whatever module logs.
+# The logger cli/main.py silences by name during its pre-check: keep the name, whatever module logs.
 log = logging.getLogger("aiokafka_lite.config")
 
 

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..errors import KafkaError
 from ..structs import OffsetAndMetadata, TopicPartition
+from ..subscription import SubscriptionType
 from .polling import REBALANCE
-from .subscription import SubscriptionType
 
 if TYPE_CHECKING:
     from .._net.cluster import Cluster
     from ..config import ConsumerConfig
-    from .member import GroupMember
-    from .subscription import SubscriptionState
+    from ..group.member import GroupMember
+    from ..subscription import SubscriptionState
 
 log = logging.getLogger("aiokafka_lite.consumer")
 

@@ -13,10 +13,10 @@ from typing import TypeVar
 from .._net.backoff import Backoff
 from ..config import ConsumerConfig
 from ..errors import ConsumerClosedError, InvalidArgumentError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from ..group.member import GroupMember, generation_moved
 from ..structs import OffsetAndMetadata, TopicPartition
 from ._bounded import bounded
 from .commit_order import CommitQueue
-from .member import GroupMember, generation_moved
 
 log = logging.getLogger("aiokafka_lite.consumer")
 T = TypeVar("T")

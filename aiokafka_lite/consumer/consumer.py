@@ -20,26 +20,26 @@ from .._net.cluster import Cluster
 from ..arrow import ArrowBatch
 from ..config import ConsumerConfig
 from ..errors import ConsumerClosedError, IllegalStateError, InvalidArgumentError, KafkaTimeoutError
+from ..fetch.fetcher import Fetcher
+from ..fetch.offset_lookup import OffsetLookup
+from ..group.member import GroupMember
+from ..liveness.stall import StallMonitor
+from ..liveness.timers import LivenessTimers
 from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from ..subscription import ResetStrategy, SubscriptionState, SubscriptionType
 from ._bounded import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from .closing import close_gracefully
 from .commits import Commits, commit_error, offsets_arg, outcome_of, retrieve_outcome
-from .fetcher import Fetcher
 from .iteration import IterationBuffer
 from .lifecycle import Closing, SideTasks, Startup, close_by_force
 from .listener import ConsumerRebalanceListener
-from .liveness import LivenessTimers
 from .lookups import partition_args, partitions_arg, position_of, topic_partitions
-from .member import GroupMember
 from .metrics import snapshot
-from .offsets import OffsetLookup
 from .parts import ConsumerHooks, ConsumerParts, PollClock
 from .poll_steps import PollSteps
 from .polling import poll_once, update_positions
 from .revocation import Revocation, revocation_of, revoking_context
-from .stall import StallMonitor
-from .subscription import ResetStrategy, SubscriptionState, SubscriptionType
 from .unsubscribing import UnsubscribeTask, Unsubscribing, revoke_and_leave
 from .wiring import make_fetcher, make_member, make_offset_lookup
 

@@ -19,11 +19,11 @@ from .start_attempt import StartAttempt
 from .wiring import make_cluster
 
 if TYPE_CHECKING:
+    from ..fetch.fetcher import Fetcher
+    from ..group.member import GroupMember
+    from ..liveness.stall import StallMonitor
     from .commits import Commits
-    from .fetcher import Fetcher
-    from .member import GroupMember
     from .poll_steps import PollSteps
-    from .stall import StallMonitor
     from .unsubscribing import UnsubscribeTask
 
 log = logging.getLogger("aiokafka_lite.consumer")

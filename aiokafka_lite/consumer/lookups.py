@@ -9,7 +9,7 @@ from typing import Any
 from .._net.cluster import Cluster
 from ..errors import IllegalStateError, InvalidArgumentError
 from ..structs import TopicPartition
-from .subscription import SubscriptionState
+from ..subscription import SubscriptionState
 
 
 def partitions_arg(tps: Iterable[TopicPartition], what: str) -> list[TopicPartition]:

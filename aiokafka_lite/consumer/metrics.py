@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from .health import group_health
+from ..liveness.health import group_health
 
 if TYPE_CHECKING:
     from .._net.cluster import Cluster
-    from .liveness import LivenessTimers
-    from .member import GroupMember
-    from .subscription import SubscriptionState
+    from ..group.member import GroupMember
+    from ..liveness.timers import LivenessTimers
+    from ..subscription import SubscriptionState
 
 
 def snapshot(consumer_figures: dict[str, Any], subscription: SubscriptionState, timers: LivenessTimers,

@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING
 
 from ..config import ConsumerConfig
 from ..errors import KafkaError
+from ..group.member import ListenerEvent
 from ..structs import OffsetAndMetadata, TopicPartition
 from .listener import ConsumerRebalanceListener, call_listener
-from .member import ListenerEvent
 from .poll_steps import PollPresence, PollSteps, Start
 from .revocation import revoking
 from .unsubscribing import wait_quietly
 
 if TYPE_CHECKING:
     from .._net.cluster import Cluster
+    from ..fetch.fetcher import Fetcher
+    from ..fetch.offset_lookup import OffsetLookup
+    from ..group.member import GroupMember
+    from ..liveness.timers import LivenessTimers
+    from ..subscription import SubscriptionState
     from .commits import Commits
-    from .fetcher import Fetcher
-    from .liveness import LivenessTimers
-    from .member import GroupMember
-    from .offsets import OffsetLookup
-    from .subscription import SubscriptionState
 
 log = logging.getLogger("aiokafka_lite.consumer")
 

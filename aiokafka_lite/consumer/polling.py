@@ -13,16 +13,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ..structs import ConsumerRecords, OffsetAndMetadata, TopicPartition
+from ..subscription import SubscriptionType
 from .poll_steps import PollPresence, Start
-from .subscription import SubscriptionType
 
 if TYPE_CHECKING:
     from .._net.cluster import Cluster
     from ..config import ConsumerConfig
-    from .fetcher import Fetcher
-    from .member import GroupMember
-    from .offsets import OffsetLookup
-    from .subscription import SubscriptionState
+    from ..fetch.fetcher import Fetcher
+    from ..fetch.offset_lookup import OffsetLookup
+    from ..group.member import GroupMember
+    from ..subscription import SubscriptionState
 
 log = logging.getLogger("aiokafka_lite.consumer")
 

@@ -20,13 +20,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConsumerClosedError
+from ..group.member import ListenerEvent
 from .closing import RebalanceParts, stop_rebalance
-from .member import ListenerEvent
 
 if TYPE_CHECKING:
     from ..config import ConsumerConfig
+    from ..group.member import GroupMember
     from ..structs import TopicPartition
-    from .member import GroupMember
 
 log = logging.getLogger("aiokafka_lite.consumer")
 

@@ -7,13 +7,13 @@ import threading
 from .._net.cluster import Cluster
 from .._net.options import ConnectionOptions
 from ..config import ConsumerConfig
-from .classic_member import ClassicMember
-from .fetcher import Fetcher
-from .kip848_member import Kip848Member
-from .liveness import LivenessTimers
-from .member import GroupMember, MemberHost
-from .offsets import OffsetLookup
-from .subscription import SubscriptionState
+from ..fetch.fetcher import Fetcher
+from ..fetch.offset_lookup import OffsetLookup
+from ..group.classic.member import ClassicMember
+from ..group.consumer_protocol.member import Kip848Member
+from ..group.member import GroupMember, MemberHost
+from ..liveness.timers import LivenessTimers
+from ..subscription import SubscriptionState
 
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 

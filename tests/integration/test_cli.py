@@ -308,7 +308,7 @@ def test_demo_exits_cleanly_on_ctrl_c():
 
 def test_live_view_table_shows_each_member():
     rich_console = pytest.importorskip("rich.console")
-    from aiokafka_lite.cli_demo_view import MemberRow, member_table
+    from aiokafka_lite.cli.demo_view import MemberRow, member_table
 
     rows = [MemberRow("A", "STABLE", 3, "0,1", 12, 0.1, True, 2500),
             MemberRow("B", "UNJOINED", -1, "-", 7, 3.4, False, 40)]

@@ -237,7 +237,7 @@ async def test_a_cancelled_close_closes_by_force_then_reraises(tansu_broker, uni
 async def test_cancel_and_await_lets_the_callers_cancellation_through():
     """Defect 5 at its root: stopping a task whose clean-up takes a while must not swallow a
     cancellation of the task doing the stopping."""
-    from aiokafka_lite.consumer._tasks import cancel_and_await
+    from aiokafka_lite.group.tasks import cancel_and_await
 
     async def slow_to_stop() -> None:
         try:

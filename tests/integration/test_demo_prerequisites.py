@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aiokafka_lite import demo_prerequisites
+from aiokafka_lite.cli import demo_prerequisites
 from aiokafka_lite.testing._kafka_jars import CACHE_ENV, REQUIRED_JARS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,10 +18,10 @@ import pytest_asyncio
 
 from aiokafka_lite._net.cluster import Cluster
 from aiokafka_lite._net.options import ConnectionOptions
-from aiokafka_lite.consumer.fetcher import Fetcher
-from aiokafka_lite.consumer.offsets import OffsetLookup
-from aiokafka_lite.consumer.subscription import SubscriptionState
+from aiokafka_lite.fetch.fetcher import Fetcher
+from aiokafka_lite.fetch.offset_lookup import OffsetLookup
 from aiokafka_lite.structs import ConsumerRecord, TopicPartition
+from aiokafka_lite.subscription import SubscriptionState
 from aiokafka_lite.testing.helpers import produce
 
 pytestmark = pytest.mark.asyncio

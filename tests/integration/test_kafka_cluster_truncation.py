@@ -19,8 +19,8 @@ import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite._net import Cluster, ConnectionOptions
-from aiokafka_lite.consumer.epoch_validation import EpochEnd, epoch_ends, supported
 from aiokafka_lite.errors import LogTruncationError
+from aiokafka_lite.fetch.epoch_validation import EpochEnd, epoch_ends, supported
 from aiokafka_lite.testing.helpers import produce
 from aiokafka_lite.testing.kafka_cluster import BROKER_IDS, KafkaCluster
 
@@ -88,7 +88,7 @@ async def test_an_unclean_election_that_truncates_consumed_records_is_detected(
 
     # What a broker without Fetch v12 needs instead: the new leader says where the lost records'
     # epoch ends, in the OffsetForLeaderEpoch answer the fetcher would check (and does, in
-    # tests/unit/test_fetcher_truncation.py, against scripted brokers).
+    # tests/unit/fetch/test_fetcher_truncation.py, against scripted brokers).
     client = Cluster(ConnectionOptions(request_timeout=10.0),
                      [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in cluster.bootstrap_servers.split(","))
                       if int(p) != cluster.broker(leader).port])

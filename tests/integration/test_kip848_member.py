@@ -14,16 +14,16 @@ import pytest
 from aiokafka_lite import TopicPartition
 from aiokafka_lite._net.cluster import Cluster
 from aiokafka_lite.config import ConsumerConfig
-from aiokafka_lite.consumer import kip848_offsets as offsets_io
-from aiokafka_lite.consumer.kip848_member import Kip848Member
-from aiokafka_lite.consumer.kip848_state import State
-from aiokafka_lite.consumer.liveness import LivenessTimers
-from aiokafka_lite.consumer.member import ListenerEvent
-from aiokafka_lite.consumer.subscription import SubscriptionState
 from aiokafka_lite.consumer.wiring import make_cluster
 from aiokafka_lite.errors import CommitFailedError, GroupProtocolError
+from aiokafka_lite.group.consumer_protocol import offsets as offsets_io
+from aiokafka_lite.group.consumer_protocol.member import Kip848Member
+from aiokafka_lite.group.consumer_protocol.state import State
+from aiokafka_lite.group.member import ListenerEvent
+from aiokafka_lite.liveness.timers import LivenessTimers
 from aiokafka_lite.protocol.messages import JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH
 from aiokafka_lite.structs import OffsetAndMetadata
+from aiokafka_lite.subscription import SubscriptionState
 from aiokafka_lite.testing.helpers import create_topic
 
 pytestmark = pytest.mark.asyncio

@@ -1,7 +1,7 @@
 """A poison pill on a real broker (Tansu, and Apache Kafka as the reference): a deserializer raises
 on one record; the records before it are delivered, then RecordDeserializationError from every poll
 until the application seeks past it; commits never go past it; other partitions lose nothing.
-Scripted-byte cases: tests/unit/test_fetcher_poison.py.
+Scripted-byte cases: tests/unit/fetch/test_fetcher_poison.py.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ async def test_position_of_a_partition_unassigned_in_its_window(tansu_broker: An
 
 async def test_position_after_a_seek_to_another_reset_in_its_window(tansu_broker: Any, topic: str) -> None:
     """The reset the lookup was for was replaced (earliest -> latest): position() resolves the new one."""
-    from aiokafka_lite.consumer.subscription import ResetStrategy
+    from aiokafka_lite.subscription import ResetStrategy
 
     def reset_to_latest(c: Consumer, tp: TopicPartition) -> None:
         c._subscription.request_reset(tp, ResetStrategy.LATEST)  # what seek_to_end() does first

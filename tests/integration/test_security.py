@@ -410,7 +410,7 @@ async def test_the_cli_says_an_unused_setting_once(tansu_broker: Any, unique_top
     WARNING about ssl.ca.location under PLAINTEXT comes once, not once per settings object built."""
     import io
 
-    from aiokafka_lite.cli_consume import consume
+    from aiokafka_lite.cli.consume import consume
 
     create_topic(tansu_broker, unique_topic, partitions=1)
     caplog.set_level(logging.WARNING)

@@ -22,7 +22,7 @@ from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite._net.connection import Connection
 from aiokafka_lite._net.options import ConnectionOptions
 from aiokafka_lite._net.sasl import UNSUPPORTED_SASL_MECHANISM
-from aiokafka_lite.cli_groups import describe_group
+from aiokafka_lite.cli.groups import describe_group
 from aiokafka_lite.protocol.messages import SASL_HANDSHAKE
 from aiokafka_lite.testing.helpers import create_topic, produce, produce_transactional
 from aiokafka_lite.testing.tansu import DEVIATIONS

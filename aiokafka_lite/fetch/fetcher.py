@@ -1,0 +1,279 @@
+"""The prefetch pipeline: one long-poll Fetch in flight per broker, a bounded buffer of fetched bytes.
+
+Flow: ``send_fetches()`` starts one fetch task per broker leading a fetchable partition that has
+nothing buffered (``FetchPlanner`` in requests.py decides what and where); each response partition
+becomes a ``CompletedFetch`` (completed.py) holding the raw bytes, stored by ``ResponseHandler``
+(responses.py) in the ``FetchBuffer`` (buffer.py), decoded lazily as ``fetched_records()`` hands
+records out. Memory stays bounded: at most one completed fetch per partition, and no new fetch for
+a partition until its buffered data is used up. A task whose fetch succeeded starts the next round
+itself, so the pipeline keeps prefetching between polls. This module owns the tasks, each broker's
+fetch session and failures, and the retry timers.
+"""
+
+from __future__ import annotations
+
+# The public API contract gives every awaitable a `timeout` (see DESIGN.md), implemented with
+# exactly one asyncio.timeout() per call, which is what ASYNC109 asks for anyway.
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Mapping
+
+from .._net.backoff import Backoff
+from .._net.failure_log import FailureLog
+from ..errors import BrokerError
+from ..protocol.messages import FETCH
+from ..structs import TopicPartition
+from ..subscription import SubscriptionState
+from .buffer import FetchBuffer
+from .completed import Deserializer, Records, converter
+from .epoch_validation import epoch_ends, supported
+from .offset_lookup import READ_COMMITTED, ClusterLike, ConnectionLike
+from .requests import LAST_FETCHED_EPOCH_VERSION, MAX_FETCH_VERSION, FetchPlanner, FetchSettings, FetchTarget
+from .responses import ResponseHandler, partition_error, transient
+from .sessions import FetchSession
+
+# Named, not __name__: the fetch path's modules all log here, wherever they live.
+log = logging.getLogger("aiokafka_lite.consumer.fetcher")
+
+
+class Fetcher:
+    """Prefetches records for the fetchable partitions of ``subscription`` and hands them out."""
+
+    def __init__(self, cluster: ClusterLike, subscription: SubscriptionState, *,
+                 fetch_min_bytes: int = 1, fetch_max_wait_ms: int = 500,
+                 fetch_max_bytes: int = 52_428_800, max_partition_fetch_bytes: int = 1_048_576,
+                 isolation_level: int = 0, check_crcs: bool = True, request_timeout: float = 30.0,
+                 key_deserializer: Deserializer | None = None,
+                 value_deserializer: Deserializer | None = None,
+                 client_rack: str | None = None, retry_backoff: float = 0.1,
+                 retry_backoff_max: float = 1.0, max_fetch_version: int = MAX_FETCH_VERSION) -> None:
+        self._cluster = cluster
+        self._subscription = subscription
+        self._settings = FetchSettings(fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes,
+                                       max_partition_fetch_bytes, isolation_level, client_rack or "")
+        self._request_timeout = request_timeout
+        self._retry_backoff = retry_backoff
+        self._retry_backoff_max = retry_backoff_max
+        self._max_fetch_version = max_fetch_version  # lower only to test what older brokers get
+        self._planner = FetchPlanner(cluster, subscription, retry_backoff)
+        self._buffer = FetchBuffer(
+            subscription, convert=converter(key_deserializer, value_deserializer),
+            partition_max_bytes=max_partition_fetch_bytes,
+            partition_error=functools.partial(partition_error, subscription=subscription, planner=self._planner))
+        self._responses = ResponseHandler(subscription, self._planner, self._buffer, check_crcs=check_crcs,
+                                          read_committed=isolation_level == READ_COMMITTED)
+        # Per broker: failed fetches back off exponentially (KIP-580) and are said once.
+        self._node_failures: dict[int, tuple[Backoff, FailureLog]] = {}
+        self._in_flight: dict[int, asyncio.Task[None]] = {}  # by node id
+        self._in_flight_tps: set[TopicPartition] = set()
+        self._retry_timers: dict[int, asyncio.TimerHandle] = {}
+        self._sessions: dict[int, FetchSession[FetchTarget]] = {}  # by node id (KIP-227)
+        self._closed = False
+
+    @property
+    def metadata_refresh_needed(self) -> bool:
+        """Set when a partition's leader is unknown or moved; the poll path refreshes and clears it."""
+        return self._planner.metadata_refresh_needed
+
+    @metadata_refresh_needed.setter
+    def metadata_refresh_needed(self, needed: bool) -> None:
+        self._planner.metadata_refresh_needed = needed
+
+    # ------------------------------------------------------------------ metrics
+
+    def has_buffered(self) -> bool:
+        """True when a partition that is not paused has data (or an error) waiting."""
+        return self._buffer.has_buffered()
+
+    def in_flight(self) -> int:
+        """Fetch requests currently in flight (at most one per broker)."""
+        return len(self._in_flight)
+
+    def fetch_sources(self) -> dict[TopicPartition, int | None]:
+        """Per assigned partition, the broker its next fetch goes to: a preferred read replica
+        (KIP-392) or the leader (None: no leader known)."""
+        return {tp: self._planner.fetch_node(tp, None) for tp in self._subscription.assignment}
+
+    def sessions(self) -> dict[int, dict[str, int]]:
+        """Per broker: its fetch session (id 0: none) and how many full and incremental fetches went out."""
+        return {node: {"session_id": st.session_id, "epoch": st.epoch, "partitions": len(st.partitions),
+                       "full_fetches": st.full_requests, "incremental_fetches": st.incremental_requests,
+                       "partitions_sent": st.partitions_sent}
+                for node, st in sorted(self._sessions.items())}
+
+    def buffered_bytes(self) -> int:
+        return self._buffer.buffered_bytes()
+
+    # ------------------------------------------------------------------ sending
+
+    def send_fetches(self) -> int:
+        """Start a fetch to every broker that has work and none in flight; returns how many started."""
+        if self._closed:
+            return 0
+        loop = asyncio.get_running_loop()
+        checks: dict[int, dict[TopicPartition, FetchTarget]] = {}
+        plans = self._planner.plan(loop.time(), self._buffer.completed,
+                                   self._buffer.ahead.keys() | self._in_flight_tps, self._in_flight, checks)
+        assignment = self._subscription.assignment
+        for node_id, targets in checks.items():  # before fetching on from that broker
+            if node_id in self._in_flight:
+                continue
+            incarnations = {tp: assignment[tp].incarnation for tp in targets}
+            self._in_flight[node_id] = loop.create_task(
+                self._check_epochs(node_id, targets, incarnations),
+                name=f"aiokafka-lite leader epoch check on broker {node_id}")
+            self._in_flight_tps.update(targets)
+        started = 0
+        for node_id, offsets in plans.items():
+            if node_id in self._in_flight:
+                continue  # its epoch check goes first
+            incarnations = {tp: assignment[tp].incarnation for tp in offsets}
+            task = loop.create_task(self._fetch(node_id, offsets, incarnations),
+                                    name=f"aiokafka-lite fetch from broker {node_id}")
+            self._in_flight[node_id] = task
+            self._in_flight_tps.update(offsets)
+            started += 1
+        return started
+
+    async def _check_epochs(self, node_id: int, targets: dict[TopicPartition, FetchTarget],
+                            incarnations: Mapping[TopicPartition, int]) -> None:
+        """Learn the broker's Fetch version and, below v12, ask OffsetForLeaderEpoch where each
+        position's epoch ends on the leader; then fetch on."""
+        try:
+            conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout)
+            version = conn.version_for(FETCH, self._max_fetch_version)
+            self._planner.fetch_version(node_id, version)
+            if version >= LAST_FETCHED_EPOCH_VERSION or not supported(conn):
+                # Fetch checks by itself; or the broker is too old to ask at all (Java skips too).
+                for tp, target in targets.items():
+                    self._planner.epochs_checked(tp, (target.current_leader_epoch, target.last_fetched_epoch))
+            else:
+                asked = {tp: (t.current_leader_epoch, t.last_fetched_epoch) for tp, t in targets.items()}
+                for tp, answer in (await epoch_ends(conn, asked, self._request_timeout)).items():
+                    self._responses.epoch_answered(tp, targets[tp], incarnations[tp], answer)
+            self._fetch_succeeded(node_id)
+        except Exception as exc:
+            self._fetch_failed(node_id, exc)
+            return
+        finally:
+            self._in_flight.pop(node_id, None)
+            self._in_flight_tps.difference_update(targets)
+        self.send_fetches()
+
+    async def _fetch(self, node_id: int, targets: dict[TopicPartition, FetchTarget],
+                     incarnations: Mapping[TopicPartition, int]) -> None:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        stored: bool | None = None  # None: the fetch failed
+        session = self._sessions.setdefault(node_id, FetchSession[FetchTarget]())
+        max_wait_ms = self._settings.max_wait_ms
+        try:
+            conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout)
+            version = conn.version_for(FETCH, self._max_fetch_version)
+            self._planner.fetch_version(node_id, version)
+            plan = session.plan(targets, version)
+            # The broker holds the request up to max_wait_ms before answering: allow for that.
+            timeout = self._request_timeout + max_wait_ms / 1000
+            response = await conn.send(FETCH, version, self._settings.body(plan), timeout=timeout)
+            if session.answered(plan, response.get("error_code", 0), response.get("session_id", 0)):
+                stored = self._responses.store(node_id, targets, incarnations, response)
+            else:
+                # Sessions end when the broker evicts them (its cache is full): as in Java, INFO.
+                log.info("broker %d ended fetch session %d: %s; the next fetch is a full one", node_id,
+                         plan.session_id, BrokerError(response["error_code"]).name)
+                stored = True  # nothing stored, but fetch again at once (a full fetch)
+            self._fetch_succeeded(node_id)
+        except Exception as exc:
+            session.failed()
+            self._fetch_failed(node_id, exc)
+        except BaseException:  # cancelled: whether the broker applied the request is unknown
+            session.failed()
+            raise
+        finally:
+            self._in_flight.pop(node_id, None)
+            self._in_flight_tps.difference_update(targets)
+        if stored is None:
+            return
+        # Keep prefetching the partitions that got nothing new. A broker that answers "nothing"
+        # without holding the long poll would make that a busy loop: back off instead.
+        if stored or loop.time() - began >= max_wait_ms / 2000:
+            self.send_fetches()
+        else:
+            self._retry_later(node_id)
+
+    def _fetch_failed(self, node_id: int, exc: Exception) -> None:
+        failures = self._node_failures.get(node_id)
+        if failures is None:
+            failures = self._node_failures[node_id] = (
+                Backoff(self._retry_backoff, self._retry_backoff_max),
+                # A broker restart fails fetches too: normal operation, never a WARNING.
+                FailureLog(log, f"fetch from broker {node_id}", warn_after_failures=None))
+        backoff, said = failures
+        backoff.failed(time.monotonic())
+        delay = backoff.delay()
+        said.failed(exc, then=f"retrying in {delay:.3f} s")
+        if not transient(exc):
+            self._buffer.add_error(exc)  # raised once from the next fetched_records()
+        self._planner.metadata_refresh_needed = True
+        self._planner.forget_node(node_id)
+        self._retry_later(node_id, delay)
+        self._buffer.wake()
+
+    def _fetch_succeeded(self, node_id: int) -> None:
+        failures = self._node_failures.pop(node_id, None)
+        if failures is not None:
+            failures[1].recovered()
+
+    def _retry_later(self, node_id: int, delay: float | None = None) -> None:
+        """No fetch to ``node_id`` for `delay` (one retry backoff); then send_fetches() runs by itself."""
+        delay = self._retry_backoff if delay is None else delay
+        loop = asyncio.get_running_loop()
+        self._planner.back_off_node(node_id, loop.time() + delay)
+        timer = self._retry_timers.pop(node_id, None)
+        if timer is not None:
+            timer.cancel()
+        if not self._closed:
+            self._retry_timers[node_id] = loop.call_later(delay, self._retry, node_id)
+
+    def _retry(self, node_id: int) -> None:
+        self._retry_timers.pop(node_id, None)
+        self.send_fetches()
+
+    # ------------------------------------------------------------------ handing out, waiting, closing
+
+    def fetched_records(self, max_records: int) -> dict[TopicPartition, Records]:
+        """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
+
+        A stored error (from a fetch task, or one met after records were already collected) is
+        raised from here, once. A record a deserializer fails on is different: the records before it
+        are handed out, then its RecordDeserializationError is raised by every call (the partition
+        next in line, as in Java) until a seek moves the partition past it.
+        """
+        return self._buffer.fetched_records(max_records)
+
+    def wake(self) -> None:
+        """End a wait_for_data() early: the poll path has something else to do (e.g. rejoin)."""
+        self._buffer.wake()
+
+    async def wait_for_data(self, timeout: float | None) -> None:
+        """Return when records (or an error) are ready to hand out, or after ``timeout`` seconds."""
+        if self._closed:
+            return
+        await self._buffer.wait(timeout)
+
+    async def close(self) -> None:
+        """Cancel in-flight fetches and drop buffered data (idempotent)."""
+        self._closed = True
+        for timer in self._retry_timers.values():
+            timer.cancel()
+        self._retry_timers.clear()
+        tasks = list(self._in_flight.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)  # the caller's own cancellation still propagates
+        self._in_flight.clear()
+        self._in_flight_tps.clear()
+        self._buffer.clear()  # wakes any waiter: nothing more will arrive

@@ -1,0 +1,2 @@
+"""The classic group protocol: coordinator requests, the membership state table, eager and
+cooperative rebalances, the heartbeat task and thread, and the client-side assignors."""

@@ -1,0 +1,1 @@
+"""Record sets as the broker sends them: RecordBatch v2, legacy message sets, columns, encoding."""
