@@ -26,7 +26,7 @@ from typing import Any
 from benchmarks import throughput
 from benchmarks.brokers import describe, start_broker
 from benchmarks.data import Dataset, datasets, produce_dataset
-from benchmarks.report import grid
+from benchmarks.report import grid, median_and_spread
 
 RESULTS = Path(throughput.ROOT) / "benchmarks" / "results"
 SIZES = ("100 B", "1 KB", "100 B lz4")  # benchmarks.data.datasets' names
@@ -191,12 +191,7 @@ def summarise(rounds: list[dict[str, dict[str, Any]]], pairs: list[tuple[str, st
 
 
 def _spread(entry: dict[str, Any], figure: str, digits: int) -> str:
-    s = entry.get(figure)
-    if s is None:
-        return ""
-    if entry.get("ok_rounds", 1) <= 1:
-        return f"{s['median']:,.{digits}f}"
-    return f"{s['median']:,.{digits}f} ({s['min']:,.{digits}f}-{s['max']:,.{digits}f})"
+    return median_and_spread(entry, figure, digits=digits, count="ok_rounds")
 
 
 def table(name: str, data: dict[str, Any]) -> str:

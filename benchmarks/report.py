@@ -7,10 +7,16 @@ from typing import Any
 
 
 def _fmt(entry: dict[str, Any], figure: str, scale: float = 1.0, digits: int = 0) -> str:
+    return median_and_spread(entry, figure, scale, digits) or "-"
+
+
+def median_and_spread(entry: dict[str, Any], figure: str, scale: float = 1.0, digits: int = 0,
+                      count: str = "ok_runs") -> str:
+    """"median (min-max)" of one figure, the median alone after a single run, "" when it is missing."""
     s = entry.get(figure)
     if s is None:
-        return "-"
-    if entry.get("ok_runs", 1) <= 1:
+        return ""
+    if entry.get(count, 1) <= 1:
         return f"{s['median'] * scale:,.{digits}f}"
     return f"{s['median'] * scale:,.{digits}f} ({s['min'] * scale:,.{digits}f}-{s['max'] * scale:,.{digits}f})"
 
