@@ -22,14 +22,14 @@ from ..._net.failure_log import FailureLog
 from ...errors import BrokerError, KafkaError, broker_error
 from ...liveness.timers import LivenessTimers
 from ..tasks import cancel_and_await
-from .coordinator import (
+from .codes import (
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
     NONE,
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
-    GroupCoordinator,
 )
+from .coordinator import GroupCoordinator
 from .membership import Event
 
 log = logging.getLogger("aiokafka_lite.consumer")
