@@ -13,7 +13,6 @@ A member changes the consumer's assignment, runs the rebalance listener and comm
 from __future__ import annotations
 
 import enum
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from .._net.cluster import Cluster
     from ..config import ConsumerConfig
     from ..liveness.health import HealthInputs
-    from ..liveness.timers import LivenessTimers
     from ..subscription import SubscriptionState
 
 
@@ -201,12 +199,3 @@ class GroupMember(ABC):
     @abstractmethod
     def health_inputs(self) -> HealthInputs:
         """What liveness/health.py needs to say whether the membership is healthy."""
-
-
-class MemberFactory(Protocol):
-    """How the consumer builds its member (wiring.make_member picks one by group_protocol). The
-    timers are the consumer's: it stamps the poll clock; the member's liveness reads it, under
-    ``timers_lock`` when heartbeats run in a thread."""
-
-    def __call__(self, cluster: Cluster, config: ConsumerConfig, host: MemberHost,
-                 timers: LivenessTimers, timers_lock: threading.Lock) -> GroupMember: ...

@@ -164,9 +164,3 @@ class ClassicMember(GroupMember):
             joins=group.join_failures, lookups=group.cluster.coordinator_lookups(group.group_id),
             heartbeats=self._liveness.failure_log if group.membership.is_stable else None,
             coordinator_unreachable_since=group.coordinator_unreachable_since)
-
-
-def make_classic_member(cluster: Cluster, config: ConsumerConfig, host: MemberHost,
-                        timers: LivenessTimers, timers_lock: threading.Lock) -> GroupMember:
-    return ClassicMember(cluster, config, host, timers, timers_lock)
-
