@@ -21,28 +21,25 @@ from ..errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    ProtocolDecodeError,
 )
 from ..protocol.api import Api
 from ..protocol.messages import FIND_COORDINATOR, METADATA
 from ..structs import TopicPartition
 from .backoff import Backoff
 from .bootstrap_tries import BootstrapTries
-from .cluster_requests import find_coordinator_request, metadata_request, parse_coordinator
 from .connect_failure import fails_for_good
 from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout, connection_name
-from .exceptions import map_exceptions
+from .exceptions import TRANSIENT, map_exceptions
 from .failure_log import FailureLog
 from .metadata import BrokerInfo, MetadataCache
 from .missing_topics import MissingTopics
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
 from .recovery import REBOOTSTRAP_REQUIRED, Failure, MetadataRecovery
+from .requests import find_coordinator_request, metadata_request, parse_coordinator
 
 log = logging.getLogger("aiokafka_lite.net")
 
-# Failures worth trying another broker (or the same one again) for.
-TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, ProtocolDecodeError)
 INVALID_TOPIC_EXCEPTION = 17
 TOPIC_AUTHORIZATION_FAILED = 29
 
