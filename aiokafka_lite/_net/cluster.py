@@ -1,4 +1,4 @@
-"""Bootstrap, the metadata cache, a connection pool, and group coordinator lookup.
+"""Bootstrap, the metadata cache, and group coordinator lookup; the connections are pool.py's.
 
 The pool keeps one shared connection per broker for metadata, fetches and offsets. The group
 coordinator gets a dedicated connection of its own, so heartbeats never queue behind a long-poll
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -17,8 +16,6 @@ from typing import Any
 from ..errors import (
     BrokerError,
     ConfigError,
-    ConsumerClosedError,
-    KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
 )
@@ -28,13 +25,14 @@ from ..structs import TopicPartition
 from .backoff import Backoff
 from .bootstrap_tries import BootstrapTries
 from .connect_failure import fails_for_good
-from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout, connection_name
+from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout
 from .exceptions import TRANSIENT, map_exceptions
 from .failure_log import FailureLog
 from .metadata import BrokerInfo, MetadataCache
 from .missing_topics import MissingTopics
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
+from .pool import ConnectionPool
 from .recovery import REBOOTSTRAP_REQUIRED, Failure, MetadataRecovery
 from .requests import find_coordinator_request, metadata_request, parse_coordinator
 
@@ -59,17 +57,12 @@ class Cluster:
         self.recovery = MetadataRecovery(options.metadata_recovery_strategy,
                                          options.metadata_recovery_rebootstrap_trigger)
         self._bootstrap_lock = asyncio.Lock()  # one (re)bootstrap at a time; the others wait for it
-        self._pool: dict[int, Connection] = {}
-        self._pool_locks: dict[int, asyncio.Lock] = {}
-        self._backoffs: dict[tuple[str, int], Backoff] = {}
         self._coordinators: dict[str, BrokerInfo] = {}
         self._coordinator_conns: dict[str, Connection] = {}
         self._coordinator_locks: dict[str, asyncio.Lock] = {}
-        self._retiring: set[asyncio.Task[None]] = set()
-        self._opening: set[asyncio.Task[Connection]] = set()  # Connection.open() under way: close() ends them
-        self._closed = False
         # Shared by every connection opened here: a failure repeating across reconnects is said once.
         self.monitor = ConnectionMonitor()
+        self._pool = ConnectionPool(options, self.metadata, self.monitor)
         # A metadata or coordinator outage is normal while brokers restart: INFO, then DEBUG.
         self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
         self._bootstrap_tries = BootstrapTries(log, self.bootstrap_servers, retry_limit)
@@ -80,15 +73,11 @@ class Cluster:
     def _seconds(self, timeout: Timeout) -> float | None:
         return self.options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ConsumerClosedError("the cluster client is closed")
-
     # ------------------------------------------------------------------ bootstrap and metadata
 
     async def bootstrap(self, timeout: Timeout = DEFAULT) -> None:
         """Try the bootstrap servers in order, in rounds with backoff, until a Metadata round trip works."""
-        self._check_open()
+        self._pool.check_open()
         seconds = self._seconds(timeout)
         try:
             async with asyncio.timeout(seconds):
@@ -148,26 +137,21 @@ class Cluster:
             await asyncio.sleep(backoff.delay())
 
     async def _bootstrap_from(self, host: str, port: int) -> None:
-        conn = await self._open(host, port, None)
+        conn = await self._pool.open(host, port, None)
         try:
             await self._refresh_on(conn, None)
         except BaseException:
             await conn.close()
             raise
-        adopted = next((b.node_id for b in self.metadata.brokers.values()
-                        if (b.host, b.port) == (host, port) and b.node_id not in self._pool), None)
-        if adopted is None:
+        # The bootstrap address is an advertised broker: the pool keeps the connection as its entry.
+        if not await self._pool.adopt(conn, host, port):
             await conn.close()
-        else:  # the bootstrap address is an advertised broker: keep the connection as its pool entry
-            await self._unless_closed(conn)  # close() ran during the (re)bootstrap: pool nothing
-            conn.node_id = adopted
-            self._pool[adopted] = conn
 
     async def refresh_metadata(self, topics: Sequence[str] | None = None,
                                timeout: Timeout = DEFAULT) -> None:
         """Ask one broker for metadata (None: every topic), trying the others; when none answers,
         bootstrap again or (metadata_recovery_strategy "none") go round them again after a backoff."""
-        self._check_open()
+        self._pool.check_open()
         seconds = self._seconds(timeout)
         wanted = None if topics is None else list(topics)
         with map_exceptions(f"refreshing metadata for {'all topics' if wanted is None else wanted}", seconds):
@@ -192,7 +176,7 @@ class Cluster:
 
     async def _refresh_from_known(self, wanted: list[str] | None) -> Failure | None:
         """One round over the known brokers: None once one answered, else how it failed."""
-        for node_id in self._candidate_nodes():
+        for node_id in self._pool.candidate_nodes():
             try:
                 await self._refresh_on(await self.connection(node_id), wanted)
                 return None
@@ -252,68 +236,7 @@ class Cluster:
 
     async def connection(self, node_id: int, timeout: Timeout = DEFAULT) -> Connection:
         """The shared connection to ``node_id``, (re)opened with backoff if needed."""
-        self._check_open()
-        conn = self._pool.get(node_id)
-        if conn is not None and self._usable(conn):
-            return conn
-        seconds = self._seconds(timeout)
-        with map_exceptions(f"connecting to node {node_id}", seconds):
-            async with asyncio.timeout(seconds):
-                async with self._pool_locks.setdefault(node_id, asyncio.Lock()):
-                    return await self._pooled(node_id)
-
-    async def _pooled(self, node_id: int) -> Connection:
-        conn = self._pool.get(node_id)
-        if conn is not None:
-            if self._usable(conn):
-                return conn
-            self._retire(self._pool.pop(node_id))
-        broker = self.metadata.brokers.get(node_id)
-        if broker is None:
-            raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata "
-                                       f"(known: {sorted(self.metadata.brokers)})")
-        conn = await self._open(broker.host, broker.port, node_id)
-        await self._unless_closed(conn)
-        self._pool[node_id] = conn
-        return conn
-
-    async def _unless_closed(self, conn: Connection) -> None:
-        """close() ran while ``conn`` was opening: close it too rather than leak it."""
-        if self._closed:
-            await conn.close()
-            raise ConsumerClosedError("the cluster client was closed while connecting")
-
-    def _usable(self, conn: Connection) -> bool:
-        if conn.closed:
-            return False
-        broker = self.metadata.brokers.get(conn.node_id) if conn.node_id is not None else None
-        if broker is not None and (broker.host, broker.port) != (conn.host, conn.port):
-            return False  # the broker moved
-        idle = self.options.connections_max_idle
-        return idle is None or conn.in_flight > 0 or time.monotonic() - conn.last_used < idle
-
-    async def _open(self, host: str, port: int, node_id: int | None) -> Connection:
-        """Connection.open, honouring the reconnect backoff of this address."""
-        backoff = self._backoffs.setdefault(
-            (host, port), Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max))
-        wait = backoff.wait_time(time.monotonic())
-        if wait > 0:
-            await asyncio.sleep(wait)
-        self._check_open()
-        # A task of the cluster's own, so that close() can end it: a connection that finished
-        # opening after close() returned would leave its socket and reader task behind.
-        opening = asyncio.create_task(Connection.open(host, port, self.options, node_id=node_id,
-                                                      monitor=self.monitor), name="aiokafka-lite connect")
-        self._opening.add(opening)
-        opening.add_done_callback(self._opening.discard)
-        try:
-            conn = await opening
-        except TRANSIENT as exc:
-            backoff.failed(time.monotonic())
-            self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
-            raise
-        backoff.succeeded()
-        return conn
+        return await self._pool.connection(node_id, self._seconds(timeout))
 
     async def send(self, node_id: int, api: Api, body: Mapping[str, Any], *,
                    timeout: Timeout = DEFAULT, max_version: int | None = None) -> dict[str, Any]:
@@ -329,28 +252,14 @@ class Cluster:
 
     def least_loaded_node(self) -> int | None:
         """A broker with an open connection and the fewest requests in flight, else any known broker."""
-        open_conns = [c for c in self._pool.values() if not c.closed and c.node_id in self.metadata.brokers]
-        if open_conns:
-            best = min(open_conns, key=lambda c: c.in_flight)
-            return best.node_id
-        now = time.monotonic()
-        ready = [n for n, b in self.metadata.brokers.items()
-                 if self._backoffs.get((b.host, b.port), _NO_BACKOFF).wait_time(now) == 0]
-        choices = ready or list(self.metadata.brokers)
-        return random.choice(choices) if choices else None
-
-    def _candidate_nodes(self) -> list[int]:
-        first = self.least_loaded_node()
-        rest = [n for n in self.metadata.brokers if n != first]
-        random.shuffle(rest)
-        return ([first] if first is not None else []) + rest
+        return self._pool.least_loaded_node()
 
     # ------------------------------------------------------------------ group coordinator
 
     async def find_coordinator(self, group_id: str, timeout: Timeout = DEFAULT) -> int:
         """The coordinator's node id; retries COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS in time,
         backing off exponentially (retry_backoff -> retry_backoff_max, with jitter, as KIP-580)."""
-        self._check_open()
+        self._pool.check_open()
         seconds = self._seconds(timeout)
         last: KafkaError | None = None
         failures = self.coordinator_lookups(group_id)
@@ -423,7 +332,7 @@ class Cluster:
     async def coordinator_connection(self, group_id: str,
                                      timeout: Timeout = DEFAULT) -> Connection:
         """A connection to the group's coordinator that no other traffic shares."""
-        self._check_open()
+        self._pool.check_open()
         conn = self._coordinator_conns.get(group_id)
         if conn is not None and not conn.closed:
             return conn
@@ -438,16 +347,16 @@ class Cluster:
         if conn is not None:
             if not conn.closed:
                 return conn
-            self._retire(self._coordinator_conns.pop(group_id))
+            self._pool.retire(self._coordinator_conns.pop(group_id))
         if group_id not in self._coordinators:
             await self.find_coordinator(group_id, timeout=None)
         broker = self._coordinators[group_id]
         try:
-            conn = await self._open(broker.host, broker.port, broker.node_id)
+            conn = await self._pool.open(broker.host, broker.port, broker.node_id)
         except TRANSIENT:
             self._coordinators.pop(group_id, None)  # look it up afresh next time
             raise
-        await self._unless_closed(conn)
+        await self._pool.unless_closed(conn)
         self._coordinator_conns[group_id] = conn
         return conn
 
@@ -459,34 +368,19 @@ class Cluster:
             broker = self._coordinators.pop(group, None)
             conn = self._coordinator_conns.pop(group, None)
             if conn is not None:
-                self._retire(conn)
+                self._pool.retire(conn)
             if broker is not None:  # whoever found it dead says why, once (see FailureLog)
                 log.debug("coordinator node %d of group %r marked dead%s", broker.node_id, group,
                           f": {reason}" if reason else "")
 
     # ------------------------------------------------------------------ closing
 
-    def _retire(self, conn: Connection) -> None:
-        """Close ``conn`` in the background; close() awaits whatever is still closing."""
-        task = asyncio.get_running_loop().create_task(conn.close())
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
-
     async def close(self) -> None:
         """Close every connection (pool, coordinators, retiring). Idempotent."""
-        self._closed = True
-        conns = [*self._pool.values(), *self._coordinator_conns.values()]
-        self._pool.clear()
+        conns = list(self._coordinator_conns.values())
         self._coordinator_conns.clear()
         self._coordinators.clear()
-        for opening in self._opening:
-            opening.cancel()
-        closing = [asyncio.ensure_future(c.close()) for c in conns] + list(self._retiring) + list(self._opening)
-        if closing:
-            await asyncio.wait(closing)
-
-
-_NO_BACKOFF = Backoff(0.0, 0.0)
+        await self._pool.close(dedicated=conns)
 
 
 def _servers(servers: Sequence[tuple[str, int]]) -> str:
