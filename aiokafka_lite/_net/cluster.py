@@ -1,8 +1,11 @@
-"""Bootstrap, the metadata cache, and group coordinator lookup; the connections are pool.py's.
+"""The cluster client: what the consumer knows about the cluster, its connections, and the group
+coordinator lookup.
 
-The pool keeps one shared connection per broker for metadata, fetches and offsets. The group
-coordinator gets a dedicated connection of its own, so heartbeats never queue behind a long-poll
-fetch pipelined on the shared connection to the same broker.
+``Cluster`` owns the metadata cache and says what it holds about topics; bootstrap.py reaches the
+cluster through ``bootstrap_servers``, refresh.py gets metadata from the known brokers, pool.py keeps
+one shared connection per broker for metadata, fetches and offsets. The group coordinator gets a
+dedicated connection of its own, so heartbeats never queue behind a long-poll fetch pipelined on the
+shared connection to the same broker.
 """
 
 from __future__ import annotations
@@ -13,18 +16,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import (
-    BrokerError,
-    ConfigError,
-    KafkaError,
-    KafkaTimeoutError,
-)
+from ..errors import BrokerError, KafkaError, KafkaTimeoutError
 from ..protocol.api import Api
-from ..protocol.messages import FIND_COORDINATOR, METADATA
+from ..protocol.messages import FIND_COORDINATOR
 from ..structs import TopicPartition
 from .backoff import Backoff
-from .bootstrap_tries import BootstrapTries
-from .connect_failure import fails_for_good
+from .bootstrap import Bootstrap
 from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout
 from .exceptions import TRANSIENT, map_exceptions
 from .failure_log import FailureLog
@@ -33,8 +30,9 @@ from .missing_topics import MissingTopics
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
 from .pool import ConnectionPool
-from .recovery import REBOOTSTRAP_REQUIRED, Failure, MetadataRecovery
-from .requests import find_coordinator_request, metadata_request, parse_coordinator
+from .recovery import MetadataRecovery
+from .refresh import MetadataRefresh
+from .requests import find_coordinator_request, parse_coordinator
 
 log = logging.getLogger("aiokafka_lite.net")
 
@@ -56,16 +54,20 @@ class Cluster:
         self.metadata = MetadataCache()
         self.recovery = MetadataRecovery(options.metadata_recovery_strategy,
                                          options.metadata_recovery_rebootstrap_trigger)
-        self._bootstrap_lock = asyncio.Lock()  # one (re)bootstrap at a time; the others wait for it
+        # Shared by every connection opened here: a failure repeating across reconnects is said once.
+        self.monitor = ConnectionMonitor()
+        # A metadata or coordinator outage is normal while brokers restart: INFO, then DEBUG.
+        self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
+        self._pool = ConnectionPool(options, self.metadata, self.monitor)
+        self._refresh = MetadataRefresh(options, metadata=self.metadata, recovery=self.recovery,
+                                        pool=self._pool, failures=self.metadata_failures)
+        self._bootstrap = Bootstrap(self.bootstrap_servers, options, metadata=self.metadata,
+                                    recovery=self.recovery, pool=self._pool,
+                                    metadata_failures=self.metadata_failures, ask=self._refresh.ask,
+                                    retry_limit=retry_limit)
         self._coordinators: dict[str, BrokerInfo] = {}
         self._coordinator_conns: dict[str, Connection] = {}
         self._coordinator_locks: dict[str, asyncio.Lock] = {}
-        # Shared by every connection opened here: a failure repeating across reconnects is said once.
-        self.monitor = ConnectionMonitor()
-        self._pool = ConnectionPool(options, self.metadata, self.monitor)
-        # A metadata or coordinator outage is normal while brokers restart: INFO, then DEBUG.
-        self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
-        self._bootstrap_tries = BootstrapTries(log, self.bootstrap_servers, retry_limit)
         self.coordinator_failures: dict[str, FailureLog] = {}
         self._missing_topics = MissingTopics(log)
         self._last_coordinator: dict[str, int] = {}  # survives "marked dead", to log moves only
@@ -78,74 +80,12 @@ class Cluster:
     async def bootstrap(self, timeout: Timeout = DEFAULT) -> None:
         """Try the bootstrap servers in order, in rounds with backoff, until a Metadata round trip works."""
         self._pool.check_open()
-        seconds = self._seconds(timeout)
-        try:
-            async with asyncio.timeout(seconds):
-                await self._bootstrap_once(None, None if seconds is None else f"{seconds:g} s")
-        except KafkaError:
-            raise
-        except TimeoutError as exc:
-            raise self._unreachable(seconds) from exc
+        await self._bootstrap.within(self._seconds(timeout))
 
     def unreachable(self, seconds: float | None) -> KafkaTimeoutError | None:
         """Until the cluster first answers: the error for a caller that waited ``seconds`` for it,
         naming each bootstrap server's last failure and number of tries (None once it answered)."""
-        return None if self._bootstrap_tries.reached else self._unreachable(seconds)
-
-    def _unreachable(self, seconds: float | None) -> KafkaTimeoutError:
-        return KafkaTimeoutError(f"could not reach the bootstrap servers within {seconds} s: "
-                                 f"{self._bootstrap_tries.failures() or _servers(self.bootstrap_servers)}")
-
-    async def _bootstrap_once(self, reason: str | None, retry_limit: str | None = None) -> None:
-        """Bootstrap unless another task did while this one waited; ``reason``: this is a
-        rebootstrap (KIP-899), said once at INFO, and the known brokers are forgotten first."""
-        known_at = self.metadata.updated_at
-        async with self._bootstrap_lock:
-            if self.metadata.brokers and self.metadata.updated_at != known_at:
-                return  # fresh metadata arrived while this task waited
-            if reason is not None:
-                self.recovery.rebootstrapping()
-                log.info("rebootstrapping from %s: %s (known brokers were %s)",
-                         _servers(self.bootstrap_servers), reason, _brokers(self.metadata.brokers.values()))
-                self.metadata.forget_brokers()
-            await self._bootstrap_rounds(retry_limit)
-
-    async def _bootstrap_rounds(self, retry_limit: str | None) -> None:
-        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
-        tries = self._bootstrap_tries
-        while True:
-            for_good: list[KafkaError] = []
-            for host, port in self.bootstrap_servers:
-                try:
-                    await self._bootstrap_from(host, port)
-                    tries.succeeded(f"{host}:{port}")
-                    return
-                except (*TRANSIENT, BrokerError) as exc:
-                    if tries.reached:  # brokers restarting: the quieter log
-                        self.metadata_failures.failed(f"bootstrap server {host}:{port} failed: {exc}")
-                    permanent = fails_for_good(exc)
-                    if permanent:
-                        for_good.append(exc)
-                    tries.failed(f"{host}:{port}", exc, retry_limit, say=not permanent)
-            if not tries.reached and len(for_good) == len(self.bootstrap_servers):
-                # As Java's "No resolvable bootstrap urls": no name will resolve by waiting.
-                raise ConfigError(f"bootstrap_servers: no address resolves: "
-                                  f"{'; '.join(str(exc) for exc in for_good)}")
-            for unresolved in for_good:  # some other server may answer: keep trying, said once
-                tries.say(unresolved, retry_limit)
-            backoff.failed(time.monotonic())
-            await asyncio.sleep(backoff.delay())
-
-    async def _bootstrap_from(self, host: str, port: int) -> None:
-        conn = await self._pool.open(host, port, None)
-        try:
-            await self._refresh_on(conn, None)
-        except BaseException:
-            await conn.close()
-            raise
-        # The bootstrap address is an advertised broker: the pool keeps the connection as its entry.
-        if not await self._pool.adopt(conn, host, port):
-            await conn.close()
+        return self._bootstrap.unreachable(seconds)
 
     async def refresh_metadata(self, topics: Sequence[str] | None = None,
                                timeout: Timeout = DEFAULT) -> None:
@@ -159,44 +99,7 @@ class Cluster:
                 await self._refresh_rounds(wanted)
 
     async def _refresh_rounds(self, wanted: list[str] | None) -> None:
-        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
-        self.recovery.attempting(time.monotonic())
-        while True:
-            reason = self.recovery.reason(time.monotonic())  # the KIP-1102 trigger lapsed?
-            if reason is None and self.metadata.brokers:
-                failure = await self._refresh_from_known(wanted)
-                if failure is None:
-                    return
-                reason = self.recovery.reason(time.monotonic(), failure)
-            if reason is not None or not self.metadata.brokers:
-                await self._bootstrap_once(reason)  # a full refresh: every topic
-                return
-            backoff.failed(time.monotonic())
-            await asyncio.sleep(backoff.delay())
-
-    async def _refresh_from_known(self, wanted: list[str] | None) -> Failure | None:
-        """One round over the known brokers: None once one answered, else how it failed."""
-        for node_id in self._pool.candidate_nodes():
-            try:
-                await self._refresh_on(await self.connection(node_id), wanted)
-                return None
-            except TRANSIENT as exc:
-                self.metadata_failures.failed(f"node {node_id} failed: {exc}")
-            except BrokerError as exc:
-                if exc.code != REBOOTSTRAP_REQUIRED or not self.recovery.rebootstrap_allowed:
-                    raise
-                return Failure.REQUIRED
-        return Failure.UNREACHABLE
-
-    async def _refresh_on(self, conn: Connection, topics: list[str] | None) -> None:
-        version = conn.version_for(METADATA)
-        response = await conn.send(METADATA, version, metadata_request(
-            version, topics, allow_auto_create=self.options.allow_auto_topic_creation))
-        if response["error_code"]:
-            raise BrokerError(response["error_code"], f"Metadata from {conn}")
-        self.metadata.update(response, topics, time.monotonic())
-        self.recovery.refreshed()
-        self.metadata_failures.recovered()
+        await self._refresh.rounds(wanted, self._bootstrap.run)
 
     def metadata_age(self) -> float:
         """Seconds since the last metadata update (infinity before the first)."""
@@ -381,11 +284,3 @@ class Cluster:
         self._coordinator_conns.clear()
         self._coordinators.clear()
         await self._pool.close(dedicated=conns)
-
-
-def _servers(servers: Sequence[tuple[str, int]]) -> str:
-    return ",".join(f"{h}:{p}" for h, p in servers)
-
-
-def _brokers(brokers: Iterable[BrokerInfo]) -> str:
-    return ", ".join(f"{b.node_id}@{b.host}:{b.port}" for b in brokers) or "none"
