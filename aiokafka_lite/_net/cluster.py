@@ -1,11 +1,10 @@
-"""The cluster client: what the consumer knows about the cluster, its connections, and the group
-coordinator lookup.
+"""The cluster client: what the consumer knows about the cluster, and its connections to it.
 
-``Cluster`` owns the metadata cache and says what it holds about topics; bootstrap.py reaches the
-cluster through ``bootstrap_servers``, refresh.py gets metadata from the known brokers, pool.py keeps
-one shared connection per broker for metadata, fetches and offsets. The group coordinator gets a
-dedicated connection of its own, so heartbeats never queue behind a long-poll fetch pipelined on the
-shared connection to the same broker.
+``Cluster`` is the one object the rest of the package holds; it owns the metadata cache and says
+what it holds about topics, and hands the work to its parts: bootstrap.py (reaching the cluster
+through ``bootstrap_servers``), refresh.py (metadata from the known brokers), pool.py (one shared
+connection per broker, for metadata, fetches and offsets) and coordinators.py (each group's
+coordinator and its dedicated connection, so heartbeats never queue behind a long-poll fetch).
 """
 
 from __future__ import annotations
@@ -16,23 +15,21 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import BrokerError, KafkaError, KafkaTimeoutError
+from ..errors import BrokerError, KafkaTimeoutError
 from ..protocol.api import Api
-from ..protocol.messages import FIND_COORDINATOR
 from ..structs import TopicPartition
-from .backoff import Backoff
 from .bootstrap import Bootstrap
 from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout
-from .exceptions import TRANSIENT, map_exceptions
+from .coordinators import Coordinators
+from .exceptions import map_exceptions
 from .failure_log import FailureLog
-from .metadata import BrokerInfo, MetadataCache
+from .metadata import MetadataCache
 from .missing_topics import MissingTopics
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
 from .pool import ConnectionPool
 from .recovery import MetadataRecovery
 from .refresh import MetadataRefresh
-from .requests import find_coordinator_request, parse_coordinator
 
 log = logging.getLogger("aiokafka_lite.net")
 
@@ -65,12 +62,11 @@ class Cluster:
                                     recovery=self.recovery, pool=self._pool,
                                     metadata_failures=self.metadata_failures, ask=self._refresh.ask,
                                     retry_limit=retry_limit)
-        self._coordinators: dict[str, BrokerInfo] = {}
-        self._coordinator_conns: dict[str, Connection] = {}
-        self._coordinator_locks: dict[str, asyncio.Lock] = {}
-        self.coordinator_failures: dict[str, FailureLog] = {}
+        self._coordinators = Coordinators(options, metadata=self.metadata, pool=self._pool,
+                                          bootstrap=lambda: self.bootstrap(timeout=None),
+                                          refresh_brokers=lambda: self._refresh_rounds([]))
+        self.coordinator_failures = self._coordinators.failures
         self._missing_topics = MissingTopics(log)
-        self._last_coordinator: dict[str, int] = {}  # survives "marked dead", to log moves only
 
     def _seconds(self, timeout: Timeout) -> float | None:
         return self.options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
@@ -163,124 +159,34 @@ class Cluster:
         """The coordinator's node id; retries COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS in time,
         backing off exponentially (retry_backoff -> retry_backoff_max, with jitter, as KIP-580)."""
         self._pool.check_open()
-        seconds = self._seconds(timeout)
-        last: KafkaError | None = None
-        failures = self.coordinator_lookups(group_id)
-        backoff = Backoff(self.options.retry_backoff, self.options.retry_backoff_max)
-        try:
-            async with asyncio.timeout(seconds):
-                while True:
-                    try:
-                        broker = await self._lookup_coordinator(group_id)
-                    except TRANSIENT as exc:
-                        last = exc
-                        # The broker list may be stale: refresh it (or rebootstrap) first, as Java
-                        # awaits a metadata update after a failed lookup.
-                        await self._refresh_rounds([])
-                    except BrokerError as exc:
-                        if not exc.retriable:
-                            raise
-                        last = exc
-                    else:
-                        self._found_coordinator(group_id, broker)
-                        failures.recovered(detail=f"node {broker.node_id}")
-                        return broker.node_id
-                    failures.failed(last)
-                    backoff.failed(time.monotonic())
-                    await asyncio.sleep(backoff.wait_time(time.monotonic()))
-        except KafkaError:
-            raise
-        except TimeoutError as exc:
-            raise KafkaTimeoutError(f"no coordinator found for group {group_id!r} within {seconds}s"
-                                    + (f" (last error: {last})" if last else "")) from exc
-
-    def _found_coordinator(self, group_id: str, broker: BrokerInfo) -> None:
-        self._coordinators[group_id] = broker
-        previous = self._last_coordinator.get(group_id)
-        self._last_coordinator[group_id] = broker.node_id
-        if previous is not None and previous != broker.node_id:
-            log.info("group %r: the coordinator moved from node %d to node %d", group_id, previous,
-                     broker.node_id)
-        else:  # found again where it was: nothing an operator needs to know
-            log.debug("group %r is coordinated by node %d", group_id, broker.node_id)
-
-    async def _lookup_coordinator(self, group_id: str) -> BrokerInfo:
-        if not self.metadata.brokers:
-            await self.bootstrap(timeout=None)  # bounded by the caller's timeout
-        node_id = self.least_loaded_node()
-        assert node_id is not None  # bootstrap filled the broker list
-        conn = await self.connection(node_id)
-        version = conn.version_for(FIND_COORDINATOR)
-        response = await conn.send(FIND_COORDINATOR, version, find_coordinator_request(version, group_id))
-        return parse_coordinator(response, version, group_id)
+        return await self._coordinators.find(group_id, self._seconds(timeout))
 
     def coordinator_lookups(self, group_id: str) -> FailureLog:
         """The failure streak of FindCoordinator for ``group_id`` (normal while brokers restart)."""
-        found = self.coordinator_failures.get(group_id)
-        if found is None:
-            found = self.coordinator_failures[group_id] = FailureLog(
-                log, f"group {group_id}: coordinator lookup", warn_after_failures=None)
-        return found
+        return self._coordinators.lookups(group_id)
 
     def coordinator(self, group_id: str) -> int | None:
         """The known coordinator's node id for ``group_id`` (None when unknown)."""
-        broker = self._coordinators.get(group_id)
+        broker = self._coordinators.known(group_id)
         return None if broker is None else broker.node_id
 
     def coordinator_address(self, group_id: str) -> tuple[str, int] | None:
         """(host, port) of the known coordinator of ``group_id`` (the heartbeat thread connects there)."""
-        broker = self._coordinators.get(group_id)
+        broker = self._coordinators.known(group_id)
         return None if broker is None else (broker.host, broker.port)
 
     async def coordinator_connection(self, group_id: str,
                                      timeout: Timeout = DEFAULT) -> Connection:
         """A connection to the group's coordinator that no other traffic shares."""
         self._pool.check_open()
-        conn = self._coordinator_conns.get(group_id)
-        if conn is not None and not conn.closed:
-            return conn
-        seconds = self._seconds(timeout)
-        with map_exceptions(f"connecting to the coordinator of group {group_id!r}", seconds):
-            async with asyncio.timeout(seconds):
-                async with self._coordinator_locks.setdefault(group_id, asyncio.Lock()):
-                    return await self._dedicated(group_id)
-
-    async def _dedicated(self, group_id: str) -> Connection:
-        conn = self._coordinator_conns.get(group_id)
-        if conn is not None:
-            if not conn.closed:
-                return conn
-            self._pool.retire(self._coordinator_conns.pop(group_id))
-        if group_id not in self._coordinators:
-            await self.find_coordinator(group_id, timeout=None)
-        broker = self._coordinators[group_id]
-        try:
-            conn = await self._pool.open(broker.host, broker.port, broker.node_id)
-        except TRANSIENT:
-            self._coordinators.pop(group_id, None)  # look it up afresh next time
-            raise
-        await self._pool.unless_closed(conn)
-        self._coordinator_conns[group_id] = conn
-        return conn
+        return await self._coordinators.connection(group_id, self._seconds(timeout))
 
     def mark_coordinator_dead(self, group_id: str | None = None, reason: str = "") -> None:
         """Forget the coordinator of ``group_id`` (None: of every group) and drop its connection."""
-        groups = list(self._coordinators.keys() | self._coordinator_conns.keys()) if group_id is None \
-            else [group_id]
-        for group in groups:
-            broker = self._coordinators.pop(group, None)
-            conn = self._coordinator_conns.pop(group, None)
-            if conn is not None:
-                self._pool.retire(conn)
-            if broker is not None:  # whoever found it dead says why, once (see FailureLog)
-                log.debug("coordinator node %d of group %r marked dead%s", broker.node_id, group,
-                          f": {reason}" if reason else "")
+        self._coordinators.mark_dead(group_id, reason)
 
     # ------------------------------------------------------------------ closing
 
     async def close(self) -> None:
         """Close every connection (pool, coordinators, retiring). Idempotent."""
-        conns = list(self._coordinator_conns.values())
-        self._coordinator_conns.clear()
-        self._coordinators.clear()
-        await self._pool.close(dedicated=conns)
+        await self._pool.close(dedicated=self._coordinators.forget_all())
