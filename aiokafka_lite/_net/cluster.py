@@ -1,48 +1,38 @@
-"""Bootstrap, the metadata cache, a connection pool, and group coordinator lookup.
+"""The cluster client: what the consumer knows about the cluster, and its connections to it.
 
-The pool keeps one shared connection per broker for metadata, fetches and offsets. The group
-coordinator gets a dedicated connection of its own, so heartbeats never queue behind a long-poll
-fetch pipelined on the shared connection to the same broker.
+``Cluster`` is the one object the rest of the package holds; it owns the metadata cache and says
+what it holds about topics, and hands the work to its parts: bootstrap.py (reaching the cluster
+through ``bootstrap_servers``), refresh.py (metadata from the known brokers), pool.py (one shared
+connection per broker, for metadata, fetches and offsets) and coordinators.py (each group's
+coordinator and its dedicated connection, so heartbeats never queue behind a long-poll fetch).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import (
-    BrokerError,
-    ConfigError,
-    ConsumerClosedError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    ProtocolDecodeError,
-)
+from ..errors import BrokerError, KafkaTimeoutError
 from ..protocol.api import Api
-from ..protocol.messages import FIND_COORDINATOR, METADATA
 from ..structs import TopicPartition
-from .backoff import Backoff
-from .bootstrap_tries import BootstrapTries
-from .cluster_requests import find_coordinator_request, metadata_request, parse_coordinator
-from .connect_failure import fails_for_good
-from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout, connection_name
+from .bootstrap import Bootstrap
+from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout
+from .coordinators import Coordinators
 from .exceptions import map_exceptions
 from .failure_log import FailureLog
-from .metadata import BrokerInfo, MetadataCache
+from .metadata import MetadataCache
 from .missing_topics import MissingTopics
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
-from .recovery import REBOOTSTRAP_REQUIRED, Failure, MetadataRecovery
+from .pool import ConnectionPool
+from .recovery import MetadataRecovery
+from .refresh import MetadataRefresh
 
 log = logging.getLogger("aiokafka_lite.net")
 
-# Failures worth trying another broker (or the same one again) for.
-TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, ProtocolDecodeError)
 INVALID_TOPIC_EXCEPTION = 17
 TOPIC_AUTHORIZATION_FAILED = 29
 
@@ -61,116 +51,43 @@ class Cluster:
         self.metadata = MetadataCache()
         self.recovery = MetadataRecovery(options.metadata_recovery_strategy,
                                          options.metadata_recovery_rebootstrap_trigger)
-        self._bootstrap_lock = asyncio.Lock()  # one (re)bootstrap at a time; the others wait for it
-        self._pool: dict[int, Connection] = {}
-        self._pool_locks: dict[int, asyncio.Lock] = {}
-        self._backoffs: dict[tuple[str, int], Backoff] = {}
-        self._coordinators: dict[str, BrokerInfo] = {}
-        self._coordinator_conns: dict[str, Connection] = {}
-        self._coordinator_locks: dict[str, asyncio.Lock] = {}
-        self._retiring: set[asyncio.Task[None]] = set()
-        self._opening: set[asyncio.Task[Connection]] = set()  # Connection.open() under way: close() ends them
-        self._closed = False
         # Shared by every connection opened here: a failure repeating across reconnects is said once.
         self.monitor = ConnectionMonitor()
         # A metadata or coordinator outage is normal while brokers restart: INFO, then DEBUG.
         self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
-        self._bootstrap_tries = BootstrapTries(log, self.bootstrap_servers, retry_limit)
-        self.coordinator_failures: dict[str, FailureLog] = {}
+        self._pool = ConnectionPool(options, self.metadata, self.monitor)
+        self._refresh = MetadataRefresh(options, metadata=self.metadata, recovery=self.recovery,
+                                        pool=self._pool, failures=self.metadata_failures)
+        self._bootstrap = Bootstrap(self.bootstrap_servers, options, metadata=self.metadata,
+                                    recovery=self.recovery, pool=self._pool,
+                                    metadata_failures=self.metadata_failures, ask=self._refresh.ask,
+                                    retry_limit=retry_limit)
+        self._coordinators = Coordinators(options, metadata=self.metadata, pool=self._pool,
+                                          bootstrap=lambda: self.bootstrap(timeout=None),
+                                          refresh_brokers=lambda: self._refresh_rounds([]))
+        self.coordinator_failures = self._coordinators.failures
         self._missing_topics = MissingTopics(log)
-        self._last_coordinator: dict[str, int] = {}  # survives "marked dead", to log moves only
 
     def _seconds(self, timeout: Timeout) -> float | None:
         return self.options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ConsumerClosedError("the cluster client is closed")
 
     # ------------------------------------------------------------------ bootstrap and metadata
 
     async def bootstrap(self, timeout: Timeout = DEFAULT) -> None:
         """Try the bootstrap servers in order, in rounds with backoff, until a Metadata round trip works."""
-        self._check_open()
-        seconds = self._seconds(timeout)
-        try:
-            async with asyncio.timeout(seconds):
-                await self._bootstrap_once(None, None if seconds is None else f"{seconds:g} s")
-        except KafkaError:
-            raise
-        except TimeoutError as exc:
-            raise self._unreachable(seconds) from exc
+        self._pool.check_open()
+        await self._bootstrap.within(self._seconds(timeout))
 
     def unreachable(self, seconds: float | None) -> KafkaTimeoutError | None:
         """Until the cluster first answers: the error for a caller that waited ``seconds`` for it,
         naming each bootstrap server's last failure and number of tries (None once it answered)."""
-        return None if self._bootstrap_tries.reached else self._unreachable(seconds)
-
-    def _unreachable(self, seconds: float | None) -> KafkaTimeoutError:
-        return KafkaTimeoutError(f"could not reach the bootstrap servers within {seconds} s: "
-                                 f"{self._bootstrap_tries.failures() or _servers(self.bootstrap_servers)}")
-
-    async def _bootstrap_once(self, reason: str | None, retry_limit: str | None = None) -> None:
-        """Bootstrap unless another task did while this one waited; ``reason``: this is a
-        rebootstrap (KIP-899), said once at INFO, and the known brokers are forgotten first."""
-        known_at = self.metadata.updated_at
-        async with self._bootstrap_lock:
-            if self.metadata.brokers and self.metadata.updated_at != known_at:
-                return  # fresh metadata arrived while this task waited
-            if reason is not None:
-                self.recovery.rebootstrapping()
-                log.info("rebootstrapping from %s: %s (known brokers were %s)",
-                         _servers(self.bootstrap_servers), reason, _brokers(self.metadata.brokers.values()))
-                self.metadata.forget_brokers()
-            await self._bootstrap_rounds(retry_limit)
-
-    async def _bootstrap_rounds(self, retry_limit: str | None) -> None:
-        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
-        tries = self._bootstrap_tries
-        while True:
-            for_good: list[KafkaError] = []
-            for host, port in self.bootstrap_servers:
-                try:
-                    await self._bootstrap_from(host, port)
-                    tries.succeeded(f"{host}:{port}")
-                    return
-                except (*TRANSIENT, BrokerError) as exc:
-                    if tries.reached:  # brokers restarting: the quieter log
-                        self.metadata_failures.failed(f"bootstrap server {host}:{port} failed: {exc}")
-                    permanent = fails_for_good(exc)
-                    if permanent:
-                        for_good.append(exc)
-                    tries.failed(f"{host}:{port}", exc, retry_limit, say=not permanent)
-            if not tries.reached and len(for_good) == len(self.bootstrap_servers):
-                # As Java's "No resolvable bootstrap urls": no name will resolve by waiting.
-                raise ConfigError(f"bootstrap_servers: no address resolves: "
-                                  f"{'; '.join(str(exc) for exc in for_good)}")
-            for unresolved in for_good:  # some other server may answer: keep trying, said once
-                tries.say(unresolved, retry_limit)
-            backoff.failed(time.monotonic())
-            await asyncio.sleep(backoff.delay())
-
-    async def _bootstrap_from(self, host: str, port: int) -> None:
-        conn = await self._open(host, port, None)
-        try:
-            await self._refresh_on(conn, None)
-        except BaseException:
-            await conn.close()
-            raise
-        adopted = next((b.node_id for b in self.metadata.brokers.values()
-                        if (b.host, b.port) == (host, port) and b.node_id not in self._pool), None)
-        if adopted is None:
-            await conn.close()
-        else:  # the bootstrap address is an advertised broker: keep the connection as its pool entry
-            await self._unless_closed(conn)  # close() ran during the (re)bootstrap: pool nothing
-            conn.node_id = adopted
-            self._pool[adopted] = conn
+        return self._bootstrap.unreachable(seconds)
 
     async def refresh_metadata(self, topics: Sequence[str] | None = None,
                                timeout: Timeout = DEFAULT) -> None:
         """Ask one broker for metadata (None: every topic), trying the others; when none answers,
         bootstrap again or (metadata_recovery_strategy "none") go round them again after a backoff."""
-        self._check_open()
+        self._pool.check_open()
         seconds = self._seconds(timeout)
         wanted = None if topics is None else list(topics)
         with map_exceptions(f"refreshing metadata for {'all topics' if wanted is None else wanted}", seconds):
@@ -178,44 +95,7 @@ class Cluster:
                 await self._refresh_rounds(wanted)
 
     async def _refresh_rounds(self, wanted: list[str] | None) -> None:
-        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
-        self.recovery.attempting(time.monotonic())
-        while True:
-            reason = self.recovery.reason(time.monotonic())  # the KIP-1102 trigger lapsed?
-            if reason is None and self.metadata.brokers:
-                failure = await self._refresh_from_known(wanted)
-                if failure is None:
-                    return
-                reason = self.recovery.reason(time.monotonic(), failure)
-            if reason is not None or not self.metadata.brokers:
-                await self._bootstrap_once(reason)  # a full refresh: every topic
-                return
-            backoff.failed(time.monotonic())
-            await asyncio.sleep(backoff.delay())
-
-    async def _refresh_from_known(self, wanted: list[str] | None) -> Failure | None:
-        """One round over the known brokers: None once one answered, else how it failed."""
-        for node_id in self._candidate_nodes():
-            try:
-                await self._refresh_on(await self.connection(node_id), wanted)
-                return None
-            except TRANSIENT as exc:
-                self.metadata_failures.failed(f"node {node_id} failed: {exc}")
-            except BrokerError as exc:
-                if exc.code != REBOOTSTRAP_REQUIRED or not self.recovery.rebootstrap_allowed:
-                    raise
-                return Failure.REQUIRED
-        return Failure.UNREACHABLE
-
-    async def _refresh_on(self, conn: Connection, topics: list[str] | None) -> None:
-        version = conn.version_for(METADATA)
-        response = await conn.send(METADATA, version, metadata_request(
-            version, topics, allow_auto_create=self.options.allow_auto_topic_creation))
-        if response["error_code"]:
-            raise BrokerError(response["error_code"], f"Metadata from {conn}")
-        self.metadata.update(response, topics, time.monotonic())
-        self.recovery.refreshed()
-        self.metadata_failures.recovered()
+        await self._refresh.rounds(wanted, self._bootstrap.run)
 
     def metadata_age(self) -> float:
         """Seconds since the last metadata update (infinity before the first)."""
@@ -255,68 +135,7 @@ class Cluster:
 
     async def connection(self, node_id: int, timeout: Timeout = DEFAULT) -> Connection:
         """The shared connection to ``node_id``, (re)opened with backoff if needed."""
-        self._check_open()
-        conn = self._pool.get(node_id)
-        if conn is not None and self._usable(conn):
-            return conn
-        seconds = self._seconds(timeout)
-        with map_exceptions(f"connecting to node {node_id}", seconds):
-            async with asyncio.timeout(seconds):
-                async with self._pool_locks.setdefault(node_id, asyncio.Lock()):
-                    return await self._pooled(node_id)
-
-    async def _pooled(self, node_id: int) -> Connection:
-        conn = self._pool.get(node_id)
-        if conn is not None:
-            if self._usable(conn):
-                return conn
-            self._retire(self._pool.pop(node_id))
-        broker = self.metadata.brokers.get(node_id)
-        if broker is None:
-            raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata "
-                                       f"(known: {sorted(self.metadata.brokers)})")
-        conn = await self._open(broker.host, broker.port, node_id)
-        await self._unless_closed(conn)
-        self._pool[node_id] = conn
-        return conn
-
-    async def _unless_closed(self, conn: Connection) -> None:
-        """close() ran while ``conn`` was opening: close it too rather than leak it."""
-        if self._closed:
-            await conn.close()
-            raise ConsumerClosedError("the cluster client was closed while connecting")
-
-    def _usable(self, conn: Connection) -> bool:
-        if conn.closed:
-            return False
-        broker = self.metadata.brokers.get(conn.node_id) if conn.node_id is not None else None
-        if broker is not None and (broker.host, broker.port) != (conn.host, conn.port):
-            return False  # the broker moved
-        idle = self.options.connections_max_idle
-        return idle is None or conn.in_flight > 0 or time.monotonic() - conn.last_used < idle
-
-    async def _open(self, host: str, port: int, node_id: int | None) -> Connection:
-        """Connection.open, honouring the reconnect backoff of this address."""
-        backoff = self._backoffs.setdefault(
-            (host, port), Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max))
-        wait = backoff.wait_time(time.monotonic())
-        if wait > 0:
-            await asyncio.sleep(wait)
-        self._check_open()
-        # A task of the cluster's own, so that close() can end it: a connection that finished
-        # opening after close() returned would leave its socket and reader task behind.
-        opening = asyncio.create_task(Connection.open(host, port, self.options, node_id=node_id,
-                                                      monitor=self.monitor), name="aiokafka-lite connect")
-        self._opening.add(opening)
-        opening.add_done_callback(self._opening.discard)
-        try:
-            conn = await opening
-        except TRANSIENT as exc:
-            backoff.failed(time.monotonic())
-            self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
-            raise
-        backoff.succeeded()
-        return conn
+        return await self._pool.connection(node_id, self._seconds(timeout))
 
     async def send(self, node_id: int, api: Api, body: Mapping[str, Any], *,
                    timeout: Timeout = DEFAULT, max_version: int | None = None) -> dict[str, Any]:
@@ -332,169 +151,42 @@ class Cluster:
 
     def least_loaded_node(self) -> int | None:
         """A broker with an open connection and the fewest requests in flight, else any known broker."""
-        open_conns = [c for c in self._pool.values() if not c.closed and c.node_id in self.metadata.brokers]
-        if open_conns:
-            best = min(open_conns, key=lambda c: c.in_flight)
-            return best.node_id
-        now = time.monotonic()
-        ready = [n for n, b in self.metadata.brokers.items()
-                 if self._backoffs.get((b.host, b.port), _NO_BACKOFF).wait_time(now) == 0]
-        choices = ready or list(self.metadata.brokers)
-        return random.choice(choices) if choices else None
-
-    def _candidate_nodes(self) -> list[int]:
-        first = self.least_loaded_node()
-        rest = [n for n in self.metadata.brokers if n != first]
-        random.shuffle(rest)
-        return ([first] if first is not None else []) + rest
+        return self._pool.least_loaded_node()
 
     # ------------------------------------------------------------------ group coordinator
 
     async def find_coordinator(self, group_id: str, timeout: Timeout = DEFAULT) -> int:
         """The coordinator's node id; retries COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS in time,
         backing off exponentially (retry_backoff -> retry_backoff_max, with jitter, as KIP-580)."""
-        self._check_open()
-        seconds = self._seconds(timeout)
-        last: KafkaError | None = None
-        failures = self.coordinator_lookups(group_id)
-        backoff = Backoff(self.options.retry_backoff, self.options.retry_backoff_max)
-        try:
-            async with asyncio.timeout(seconds):
-                while True:
-                    try:
-                        broker = await self._lookup_coordinator(group_id)
-                    except TRANSIENT as exc:
-                        last = exc
-                        # The broker list may be stale: refresh it (or rebootstrap) first, as Java
-                        # awaits a metadata update after a failed lookup.
-                        await self._refresh_rounds([])
-                    except BrokerError as exc:
-                        if not exc.retriable:
-                            raise
-                        last = exc
-                    else:
-                        self._found_coordinator(group_id, broker)
-                        failures.recovered(detail=f"node {broker.node_id}")
-                        return broker.node_id
-                    failures.failed(last)
-                    backoff.failed(time.monotonic())
-                    await asyncio.sleep(backoff.wait_time(time.monotonic()))
-        except KafkaError:
-            raise
-        except TimeoutError as exc:
-            raise KafkaTimeoutError(f"no coordinator found for group {group_id!r} within {seconds}s"
-                                    + (f" (last error: {last})" if last else "")) from exc
-
-    def _found_coordinator(self, group_id: str, broker: BrokerInfo) -> None:
-        self._coordinators[group_id] = broker
-        previous = self._last_coordinator.get(group_id)
-        self._last_coordinator[group_id] = broker.node_id
-        if previous is not None and previous != broker.node_id:
-            log.info("group %r: the coordinator moved from node %d to node %d", group_id, previous,
-                     broker.node_id)
-        else:  # found again where it was: nothing an operator needs to know
-            log.debug("group %r is coordinated by node %d", group_id, broker.node_id)
-
-    async def _lookup_coordinator(self, group_id: str) -> BrokerInfo:
-        if not self.metadata.brokers:
-            await self.bootstrap(timeout=None)  # bounded by the caller's timeout
-        node_id = self.least_loaded_node()
-        assert node_id is not None  # bootstrap filled the broker list
-        conn = await self.connection(node_id)
-        version = conn.version_for(FIND_COORDINATOR)
-        response = await conn.send(FIND_COORDINATOR, version, find_coordinator_request(version, group_id))
-        return parse_coordinator(response, version, group_id)
+        self._pool.check_open()
+        return await self._coordinators.find(group_id, self._seconds(timeout))
 
     def coordinator_lookups(self, group_id: str) -> FailureLog:
         """The failure streak of FindCoordinator for ``group_id`` (normal while brokers restart)."""
-        found = self.coordinator_failures.get(group_id)
-        if found is None:
-            found = self.coordinator_failures[group_id] = FailureLog(
-                log, f"group {group_id}: coordinator lookup", warn_after_failures=None)
-        return found
+        return self._coordinators.lookups(group_id)
 
     def coordinator(self, group_id: str) -> int | None:
         """The known coordinator's node id for ``group_id`` (None when unknown)."""
-        broker = self._coordinators.get(group_id)
+        broker = self._coordinators.known(group_id)
         return None if broker is None else broker.node_id
 
     def coordinator_address(self, group_id: str) -> tuple[str, int] | None:
         """(host, port) of the known coordinator of ``group_id`` (the heartbeat thread connects there)."""
-        broker = self._coordinators.get(group_id)
+        broker = self._coordinators.known(group_id)
         return None if broker is None else (broker.host, broker.port)
 
     async def coordinator_connection(self, group_id: str,
                                      timeout: Timeout = DEFAULT) -> Connection:
         """A connection to the group's coordinator that no other traffic shares."""
-        self._check_open()
-        conn = self._coordinator_conns.get(group_id)
-        if conn is not None and not conn.closed:
-            return conn
-        seconds = self._seconds(timeout)
-        with map_exceptions(f"connecting to the coordinator of group {group_id!r}", seconds):
-            async with asyncio.timeout(seconds):
-                async with self._coordinator_locks.setdefault(group_id, asyncio.Lock()):
-                    return await self._dedicated(group_id)
-
-    async def _dedicated(self, group_id: str) -> Connection:
-        conn = self._coordinator_conns.get(group_id)
-        if conn is not None:
-            if not conn.closed:
-                return conn
-            self._retire(self._coordinator_conns.pop(group_id))
-        if group_id not in self._coordinators:
-            await self.find_coordinator(group_id, timeout=None)
-        broker = self._coordinators[group_id]
-        try:
-            conn = await self._open(broker.host, broker.port, broker.node_id)
-        except TRANSIENT:
-            self._coordinators.pop(group_id, None)  # look it up afresh next time
-            raise
-        await self._unless_closed(conn)
-        self._coordinator_conns[group_id] = conn
-        return conn
+        self._pool.check_open()
+        return await self._coordinators.connection(group_id, self._seconds(timeout))
 
     def mark_coordinator_dead(self, group_id: str | None = None, reason: str = "") -> None:
         """Forget the coordinator of ``group_id`` (None: of every group) and drop its connection."""
-        groups = list(self._coordinators.keys() | self._coordinator_conns.keys()) if group_id is None \
-            else [group_id]
-        for group in groups:
-            broker = self._coordinators.pop(group, None)
-            conn = self._coordinator_conns.pop(group, None)
-            if conn is not None:
-                self._retire(conn)
-            if broker is not None:  # whoever found it dead says why, once (see FailureLog)
-                log.debug("coordinator node %d of group %r marked dead%s", broker.node_id, group,
-                          f": {reason}" if reason else "")
+        self._coordinators.mark_dead(group_id, reason)
 
     # ------------------------------------------------------------------ closing
 
-    def _retire(self, conn: Connection) -> None:
-        """Close ``conn`` in the background; close() awaits whatever is still closing."""
-        task = asyncio.get_running_loop().create_task(conn.close())
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
-
     async def close(self) -> None:
         """Close every connection (pool, coordinators, retiring). Idempotent."""
-        self._closed = True
-        conns = [*self._pool.values(), *self._coordinator_conns.values()]
-        self._pool.clear()
-        self._coordinator_conns.clear()
-        self._coordinators.clear()
-        for opening in self._opening:
-            opening.cancel()
-        closing = [asyncio.ensure_future(c.close()) for c in conns] + list(self._retiring) + list(self._opening)
-        if closing:
-            await asyncio.wait(closing)
-
-
-_NO_BACKOFF = Backoff(0.0, 0.0)
-
-
-def _servers(servers: Sequence[tuple[str, int]]) -> str:
-    return ",".join(f"{h}:{p}" for h, p in servers)
-
-
-def _brokers(brokers: Iterable[BrokerInfo]) -> str:
-    return ", ".join(f"{b.node_id}@{b.host}:{b.port}" for b in brokers) or "none"
+        await self._pool.close(dedicated=self._coordinators.forget_all())

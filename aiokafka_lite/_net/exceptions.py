@@ -12,7 +12,11 @@ from ..errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    ProtocolDecodeError,
 )
+
+# Failures worth trying another broker (or the same one again) for.
+TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, ProtocolDecodeError)
 
 
 def translate(exc: BaseException, context: str, timeout: float | None = None) -> KafkaError:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aiokafka_lite._net import Cluster, Connection, ConnectionOptions
-from aiokafka_lite._net.cluster import metadata_request
+from aiokafka_lite._net.requests import metadata_request
 from aiokafka_lite.errors import KafkaConnectionError, KafkaTimeoutError
 from aiokafka_lite.protocol.messages import API_VERSIONS, FETCH, FIND_COORDINATOR, HEARTBEAT, METADATA
 from aiokafka_lite.structs import TopicPartition

@@ -1,4 +1,4 @@
-"""The Cluster's requests as pure functions: Metadata and FindCoordinator bodies, and the
+"""The cluster client's requests as pure functions: Metadata and FindCoordinator bodies, and the
 coordinator read from a FindCoordinator answer."""
 
 from __future__ import annotations

@@ -1,0 +1,126 @@
+"""The bootstrap: reaching the cluster through ``bootstrap_servers``, in rounds with backoff, until
+one of them answers Metadata; and again (a rebootstrap, KIP-899) when the known brokers are lost.
+
+One (re)bootstrap runs at a time; the tasks that asked meanwhile take its result. The servers'
+failures are counted and said by BootstrapTries (a WARNING at once while the cluster was never
+reached); once it was, a failing rebootstrap is brokers restarting, said by the quieter metadata log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+from ..errors import BrokerError, ConfigError, KafkaError, KafkaTimeoutError
+from .backoff import Backoff
+from .bootstrap_tries import BootstrapTries
+from .connect_failure import fails_for_good
+from .connection import Connection
+from .exceptions import TRANSIENT
+from .failure_log import FailureLog
+from .metadata import BrokerInfo, MetadataCache
+from .options import ConnectionOptions
+from .pool import ConnectionPool
+from .recovery import MetadataRecovery
+
+log = logging.getLogger("aiokafka_lite.net")
+
+# One Metadata round trip on a connection, applied to the cache (None: every topic).
+AskMetadata = Callable[[Connection, list[str] | None], Awaitable[None]]
+
+
+class Bootstrap:
+    def __init__(self, servers: Sequence[tuple[str, int]], options: ConnectionOptions, *,
+                 metadata: MetadataCache, recovery: MetadataRecovery, pool: ConnectionPool,
+                 metadata_failures: FailureLog, ask: AskMetadata, retry_limit: str | None) -> None:
+        """``retry_limit``: how long the callers keep trying to reach the cluster, as the first
+        failure's WARNING says it (e.g. "60 s (default_api_timeout_ms)")."""
+        self.servers = list(servers)
+        self.options = options
+        self.metadata = metadata
+        self.recovery = recovery
+        self.pool = pool
+        self.metadata_failures = metadata_failures
+        self.ask = ask
+        self._lock = asyncio.Lock()  # one (re)bootstrap at a time; the others wait for it
+        self._tries = BootstrapTries(log, self.servers, retry_limit)
+
+    async def within(self, seconds: float | None) -> None:
+        """Bootstrap within ``seconds``, or raise the KafkaTimeoutError naming each server's failures."""
+        try:
+            async with asyncio.timeout(seconds):
+                await self.run(None, None if seconds is None else f"{seconds:g} s")
+        except KafkaError:
+            raise
+        except TimeoutError as exc:
+            raise self._unreachable(seconds) from exc
+
+    def unreachable(self, seconds: float | None) -> KafkaTimeoutError | None:
+        """Until the cluster first answers: the error for a caller that waited ``seconds`` for it,
+        naming each bootstrap server's last failure and number of tries (None once it answered)."""
+        return None if self._tries.reached else self._unreachable(seconds)
+
+    def _unreachable(self, seconds: float | None) -> KafkaTimeoutError:
+        return KafkaTimeoutError(f"could not reach the bootstrap servers within {seconds} s: "
+                                 f"{self._tries.failures() or _servers(self.servers)}")
+
+    async def run(self, reason: str | None, retry_limit: str | None = None) -> None:
+        """Bootstrap unless another task did while this one waited; ``reason``: this is a
+        rebootstrap (KIP-899), said once at INFO, and the known brokers are forgotten first."""
+        known_at = self.metadata.updated_at
+        async with self._lock:
+            if self.metadata.brokers and self.metadata.updated_at != known_at:
+                return  # fresh metadata arrived while this task waited
+            if reason is not None:
+                self.recovery.rebootstrapping()
+                log.info("rebootstrapping from %s: %s (known brokers were %s)",
+                         _servers(self.servers), reason, _brokers(self.metadata.brokers.values()))
+                self.metadata.forget_brokers()
+            await self._rounds(retry_limit)
+
+    async def _rounds(self, retry_limit: str | None) -> None:
+        backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
+        tries = self._tries
+        while True:
+            for_good: list[KafkaError] = []
+            for host, port in self.servers:
+                try:
+                    await self._from(host, port)
+                    tries.succeeded(f"{host}:{port}")
+                    return
+                except (*TRANSIENT, BrokerError) as exc:
+                    if tries.reached:  # brokers restarting: the quieter log
+                        self.metadata_failures.failed(f"bootstrap server {host}:{port} failed: {exc}")
+                    permanent = fails_for_good(exc)
+                    if permanent:
+                        for_good.append(exc)
+                    tries.failed(f"{host}:{port}", exc, retry_limit, say=not permanent)
+            if not tries.reached and len(for_good) == len(self.servers):
+                # As Java's "No resolvable bootstrap urls": no name will resolve by waiting.
+                raise ConfigError(f"bootstrap_servers: no address resolves: "
+                                  f"{'; '.join(str(exc) for exc in for_good)}")
+            for unresolved in for_good:  # some other server may answer: keep trying, said once
+                tries.say(unresolved, retry_limit)
+            backoff.failed(time.monotonic())
+            await asyncio.sleep(backoff.delay())
+
+    async def _from(self, host: str, port: int) -> None:
+        conn = await self.pool.open(host, port, None)
+        try:
+            await self.ask(conn, None)
+        except BaseException:
+            await conn.close()
+            raise
+        # The bootstrap address is an advertised broker: the pool keeps the connection as its entry.
+        if not await self.pool.adopt(conn, host, port):
+            await conn.close()
+
+
+def _servers(servers: Sequence[tuple[str, int]]) -> str:
+    return ",".join(f"{h}:{p}" for h, p in servers)
+
+
+def _brokers(brokers: Iterable[BrokerInfo]) -> str:
+    return ", ".join(f"{b.node_id}@{b.host}:{b.port}" for b in brokers) or "none"

@@ -1,0 +1,156 @@
+"""The connection pool: one shared connection per broker, for metadata, fetches and offsets.
+
+It also opens every connection of the cluster client (each address with its own reconnect backoff,
+as a task that close() can end) and closes retired ones in the background, so the group
+coordinators' dedicated connections (coordinators.py) go through it and one close() ends them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterable
+
+from ..errors import ConsumerClosedError, KafkaConnectionError
+from .backoff import Backoff
+from .connection import Connection, connection_name
+from .exceptions import TRANSIENT, map_exceptions
+from .metadata import MetadataCache
+from .monitor import ConnectionMonitor
+from .options import ConnectionOptions
+
+
+class ConnectionPool:
+    """The cluster client's connections, and whether the client is closed."""
+
+    def __init__(self, options: ConnectionOptions, metadata: MetadataCache, monitor: ConnectionMonitor) -> None:
+        self.options = options
+        self.metadata = metadata  # read here: where each broker is
+        self.monitor = monitor  # shared by every connection opened here
+        self.closed = False
+        self._shared: dict[int, Connection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._backoffs: dict[tuple[str, int], Backoff] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._opening: set[asyncio.Task[Connection]] = set()  # Connection.open() under way: close() ends them
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise ConsumerClosedError("the cluster client is closed")
+
+    async def connection(self, node_id: int, seconds: float | None) -> Connection:
+        """The shared connection to ``node_id``, (re)opened with backoff if needed."""
+        self.check_open()
+        conn = self._shared.get(node_id)
+        if conn is not None and self._usable(conn):
+            return conn
+        with map_exceptions(f"connecting to node {node_id}", seconds):
+            async with asyncio.timeout(seconds):
+                async with self._locks.setdefault(node_id, asyncio.Lock()):
+                    return await self._pooled(node_id)
+
+    async def _pooled(self, node_id: int) -> Connection:
+        conn = self._shared.get(node_id)
+        if conn is not None:
+            if self._usable(conn):
+                return conn
+            self.retire(self._shared.pop(node_id))
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata "
+                                       f"(known: {sorted(self.metadata.brokers)})")
+        conn = await self.open(broker.host, broker.port, node_id)
+        await self.unless_closed(conn)
+        self._shared[node_id] = conn
+        return conn
+
+    async def adopt(self, conn: Connection, host: str, port: int) -> bool:
+        """Keep ``conn``, opened to the bootstrap address ``host:port``, as the pool entry of the
+        broker advertised there, if that broker has none yet; False: the caller closes it."""
+        adopted = next((b.node_id for b in self.metadata.brokers.values()
+                        if (b.host, b.port) == (host, port) and b.node_id not in self._shared), None)
+        if adopted is None:
+            return False
+        await self.unless_closed(conn)  # close() ran during the (re)bootstrap: pool nothing
+        conn.node_id = adopted
+        self._shared[adopted] = conn
+        return True
+
+    async def unless_closed(self, conn: Connection) -> None:
+        """close() ran while ``conn`` was opening: close it too rather than leak it."""
+        if self.closed:
+            await conn.close()
+            raise ConsumerClosedError("the cluster client was closed while connecting")
+
+    def _usable(self, conn: Connection) -> bool:
+        if conn.closed:
+            return False
+        broker = self.metadata.brokers.get(conn.node_id) if conn.node_id is not None else None
+        if broker is not None and (broker.host, broker.port) != (conn.host, conn.port):
+            return False  # the broker moved
+        idle = self.options.connections_max_idle
+        return idle is None or conn.in_flight > 0 or time.monotonic() - conn.last_used < idle
+
+    async def open(self, host: str, port: int, node_id: int | None) -> Connection:
+        """Connection.open, honouring the reconnect backoff of this address."""
+        backoff = self._backoffs.setdefault(
+            (host, port), Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max))
+        wait = backoff.wait_time(time.monotonic())
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self.check_open()
+        # A task of the pool's own, so that close() can end it: a connection that finished
+        # opening after close() returned would leave its socket and reader task behind.
+        opening = asyncio.create_task(Connection.open(host, port, self.options, node_id=node_id,
+                                                      monitor=self.monitor), name="aiokafka-lite connect")
+        self._opening.add(opening)
+        opening.add_done_callback(self._opening.discard)
+        try:
+            conn = await opening
+        except TRANSIENT as exc:
+            backoff.failed(time.monotonic())
+            self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
+            raise
+        backoff.succeeded()
+        return conn
+
+    def least_loaded_node(self) -> int | None:
+        """A broker with an open connection and the fewest requests in flight, else any known broker."""
+        open_conns = [c for c in self._shared.values() if not c.closed and c.node_id in self.metadata.brokers]
+        if open_conns:
+            best = min(open_conns, key=lambda c: c.in_flight)
+            return best.node_id
+        now = time.monotonic()
+        ready = [n for n, b in self.metadata.brokers.items()
+                 if self._backoffs.get((b.host, b.port), _NO_BACKOFF).wait_time(now) == 0]
+        choices = ready or list(self.metadata.brokers)
+        return random.choice(choices) if choices else None
+
+    def candidate_nodes(self) -> list[int]:
+        """The known brokers to ask, the least loaded first, the others in random order."""
+        first = self.least_loaded_node()
+        rest = [n for n in self.metadata.brokers if n != first]
+        random.shuffle(rest)
+        return ([first] if first is not None else []) + rest
+
+    def retire(self, conn: Connection) -> None:
+        """Close ``conn`` in the background; close() awaits whatever is still closing."""
+        task = asyncio.get_running_loop().create_task(conn.close())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def close(self, dedicated: Iterable[Connection] = ()) -> None:
+        """Close every connection: the shared ones, ``dedicated`` (the coordinators'), the retiring
+        ones, and those still opening. Idempotent."""
+        self.closed = True
+        conns = [*self._shared.values(), *dedicated]
+        self._shared.clear()
+        for opening in self._opening:
+            opening.cancel()
+        closing = [asyncio.ensure_future(c.close()) for c in conns] + list(self._retiring) + list(self._opening)
+        if closing:
+            await asyncio.wait(closing)
+
+
+_NO_BACKOFF = Backoff(0.0, 0.0)
