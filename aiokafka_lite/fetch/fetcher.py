@@ -4,8 +4,8 @@ Flow: ``send_fetches()`` starts one fetch task per broker leading a fetchable pa
 nothing buffered (``FetchPlanner`` in requests.py decides what and where); each response partition
 becomes a ``CompletedFetch`` (completed.py) holding the raw bytes, stored by ``ResponseHandler``
 (responses.py) in the ``FetchBuffer`` (buffer.py), decoded lazily as ``fetched_records()`` hands
-records out. Memory stays bounded: at most one completed fetch per partition, and no new fetch for
-a partition until its buffered data is used up. A task whose fetch succeeded starts the next round
+records out. Memory stays bounded: per partition the completed fetch being handed out and at most
+one fetched ahead that continues it (buffer.py). A task whose fetch succeeded starts the next round
 itself, so the pipeline keeps prefetching between polls. This module owns the tasks, each broker's
 fetch session and failures, and the retry timers.
 """

@@ -4,7 +4,7 @@
 read replica a leader pointed us to (KIP-392), the backoffs of failed partitions and brokers, each
 broker's Fetch version, the leader epochs positions were last checked at (KIP-320), and whether
 metadata must be refreshed first. ``FetchSettings.body()`` turns one broker's plan (after its
-fetch session, see sessions.py) into the request. No I/O here.
+fetch session, see sessions.py) into the request. No I/O here; backoffs read the event loop's clock.
 """
 
 from __future__ import annotations
