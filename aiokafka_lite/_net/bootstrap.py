@@ -84,6 +84,9 @@ class Bootstrap:
         backoff = Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max)
         tries = self._tries
         while True:
+            # Said after the round, not as each server fails: a server down while the next one
+            # answers is no news for a client that reaches its cluster.
+            failed: list[KafkaError] = []
             for_good: list[KafkaError] = []
             for host, port in self.servers:
                 try:
@@ -93,16 +96,14 @@ class Bootstrap:
                 except (*TRANSIENT, BrokerError) as exc:
                     if tries.reached:  # brokers restarting: the quieter log
                         self.metadata_failures.failed(f"bootstrap server {host}:{port} failed: {exc}")
-                    permanent = fails_for_good(exc)
-                    if permanent:
-                        for_good.append(exc)
-                    tries.failed(f"{host}:{port}", exc, retry_limit, say=not permanent)
+                    (for_good if fails_for_good(exc) else failed).append(exc)
+                    tries.failed(f"{host}:{port}", exc)
             if not tries.reached and len(for_good) == len(self.servers):
                 # As Java's "No resolvable bootstrap urls": no name will resolve by waiting.
                 raise ConfigError(f"bootstrap_servers: no address resolves: "
                                   f"{'; '.join(str(exc) for exc in for_good)}")
-            for unresolved in for_good:  # some other server may answer: keep trying, said once
-                tries.say(unresolved, retry_limit)
+            for failure in failed + for_good:  # some other server may answer: keep trying, said once
+                tries.say(failure, retry_limit)
             backoff.failed(time.monotonic())
             await asyncio.sleep(backoff.delay())
 

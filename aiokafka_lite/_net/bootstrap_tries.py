@@ -32,14 +32,12 @@ class BootstrapTries:
         self._tries: dict[str, ServerTries] = {}
         self._first_contact = FailureLog(logger, "cannot reach the cluster yet", warn_after_failures=1)
 
-    def failed(self, server: str, cause: object, retry_limit: str | None = None, *, say: bool = True) -> None:
-        """``server`` ("host:port") failed with ``cause``, whose text names the server; ``say``
-        False: counted only (the caller says it later, or raises instead)."""
+    def failed(self, server: str, cause: object) -> None:
+        """``server`` ("host:port") failed with ``cause``, whose text names the server: counted here,
+        said by ``say`` (the caller says a round's failures once the round found no server)."""
         tries = self._tries.setdefault(server, ServerTries("", 0))
         tries.last_cause = str(cause)
         tries.tries += 1
-        if say:
-            self.say(cause, retry_limit)
 
     def say(self, cause: object, retry_limit: str | None = None) -> None:
         """Log a failure: WARNING the first time while the cluster was never reached, then DEBUG."""

@@ -4,6 +4,7 @@ traceback, exit code 1, and a final error naming each server's last cause and nu
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 import socketserver
@@ -190,3 +191,19 @@ async def test_a_missing_client_certificate_fails_at_once(mutual_tls_kafka: tupl
     assert took < 5.0, f"{took:.1f} s: retried what waiting cannot fix"
     assert str(caught.value).startswith(f"{address} requires a TLS client certificate and none is configured "
                                         "(ssl_certfile, ssl_keyfile): TLS alert "), str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_a_server_down_in_front_of_one_that_answers_is_no_warning(
+        tansu_broker: object, caplog: pytest.LogCaptureFixture) -> None:
+    """A client that reaches its cluster through the next bootstrap server says nothing about the one
+    before it that refused (said at once, it made a cluster with one broker down look unreachable)."""
+    caplog.set_level(logging.WARNING, logger="aiokafka_lite")
+    live = tansu_broker.bootstrap_servers  # type: ignore[attr-defined]
+    consumer = Consumer(bootstrap_servers=f"127.0.0.1:{closed_port()},{live}")
+    try:
+        await consumer.start(timeout=15.0)
+        assert await consumer.list_topics(timeout=15.0) is not None
+    finally:
+        await consumer.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -165,9 +165,12 @@ def test_a_rebootstrap_after_the_cluster_answered_does_not_warn(caplog: pytest.L
     caplog.set_level(logging.DEBUG, logger="aiokafka_lite")
     tries = BootstrapTries(logging.getLogger("aiokafka_lite.net"), [("a", 1)], "60 s")
     tries.failed("a:1", "a:1 refused the connection")
+    tries.say("a:1 refused the connection")
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
     tries.succeeded("a:1")
     assert tries.failures() is None
     caplog.clear()
     tries.failed("a:1", "a:1 refused the connection")  # brokers restarting: the cluster's metadata log says it
+    tries.say("a:1 refused the connection")
     assert [r.levelname for r in caplog.records if r.levelno >= logging.INFO] == []
     assert tries.failures() == "a:1 refused the connection (1 try)"
