@@ -2,8 +2,9 @@
 one of them answers Metadata; and again (a rebootstrap, KIP-899) when the known brokers are lost.
 
 One (re)bootstrap runs at a time; the tasks that asked meanwhile take its result. The servers'
-failures are counted and said by BootstrapTries (a WARNING at once while the cluster was never
-reached); once it was, a failing rebootstrap is brokers restarting, said by the quieter metadata log.
+failures are counted by BootstrapTries and said after a round no server answered (a WARNING the
+first time while the cluster was never reached); once it was, a failing rebootstrap is brokers
+restarting, said by the quieter metadata log.
 """
 
 from __future__ import annotations

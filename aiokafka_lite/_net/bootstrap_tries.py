@@ -1,10 +1,11 @@
 """The bootstrap servers' failures: the last cause and the number of tries of each, for whoever
-times out waiting for the cluster, and the first failure said at once.
+times out waiting for the cluster, and the first round's failure said at once.
 
 A client that has never reached its cluster is most likely misconfigured (a wrong address, port or
-security protocol): its first failure is a WARNING at once, naming the cause and how long the
-client keeps trying; repeats go to DEBUG with a count (FailureLog). Once the cluster has answered,
-a failing rebootstrap is brokers restarting, and the cluster's quieter metadata log says it.
+security protocol): the first round in which no server answered ends in a WARNING, naming a cause
+and how long the client keeps trying (a server down while the next one answers is not said);
+repeats go to DEBUG with a count (FailureLog). Once the cluster has answered, a failing rebootstrap
+is brokers restarting, and the cluster's quieter metadata log says it.
 """
 
 from __future__ import annotations
