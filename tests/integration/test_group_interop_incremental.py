@@ -110,8 +110,9 @@ class OurMember(ConsumerRebalanceListener):
 
 
 def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, Any], ledger: CommitLedger,
-                  stop: threading.Event) -> None:
-    """librdkafka's member, with the same commit discipline as OurMember."""
+                  stop: threading.Event, assigned: threading.Event) -> None:
+    """librdkafka's member, with the same commit discipline as OurMember; ``assigned`` is set once it
+    holds partitions."""
     import confluent_kafka
 
     consumer = confluent_kafka.Consumer({
@@ -143,7 +144,12 @@ def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, An
         commit(gone)
         drop(gone)
 
-    consumer.subscribe([topic], on_revoke=on_revoke, on_lost=lambda _c, ps: drop({tp.partition for tp in ps}))
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        if partitions:
+            assigned.set()
+
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke,
+                       on_lost=lambda _c, ps: drop({tp.partition for tp in ps}))
     try:
         while not stop.is_set():
             messages = [m for m in consumer.consume(BATCH, timeout=0.3) if m.error() is None]
@@ -175,6 +181,7 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
     ledger = CommitLedger()
     stop_ours = asyncio.Event()
     stop_confluent = threading.Event()
+    confluent_assigned = threading.Event()
 
     members: list[OurMember] = []
 
@@ -190,11 +197,14 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
     java = VerifiableConsumer(broker.bootstrap_servers, unique_topic, unique_group, **spec["java"])
     tasks = [ours(0), ours(1), asyncio.create_task(asyncio.to_thread(
         run_confluent, broker.bootstrap_servers, unique_group, unique_topic, spec["confluent"], ledger,
-        stop_confluent))]
+        stop_confluent, confluent_assigned))]
     try:
         await asyncio.to_thread(java.start)  # the JVM takes a second or two: not on the loop
-        await _until(lambda: bool(java.assignment) and all(m.consumer.assignment() for m in members), 120,
-                     "our members and the Java one holding partitions")
+        # Every member holds partitions before any record exists, or a member slow to join (librdkafka
+        # under load) could find nothing left and the group would not be mixed.
+        await _until(lambda: bool(java.assignment) and confluent_assigned.is_set()
+                     and all(m.consumer.assignment() for m in members), 120,
+                     "our members, the Java one and librdkafka's holding partitions")
         await asyncio.to_thread(produce, broker, unique_topic, ((None, b"x" * 20) for _ in range(RECORDS)),
                                 linger_ms=20)
         progress = lambda: ledger.total() + java.consumed_count()  # noqa: E731
