@@ -3,21 +3,20 @@
 Design choices:
 
 * Many requests may be in flight. Each ``send`` registers a pending entry and awaits its own
-  future; one reader task owns the socket's read side, reads whole frames and hands each to the
+  future; the read side (frames.py ``FrameProtocol``) receives whole frames and hands each to the
   oldest pending entry. Kafka answers in order, so a correlation id that is not the oldest one is a
   protocol violation: the connection is closed and every waiter fails.
 * A request that times out or is cancelled keeps its pending entry (its future is merely done). Its
   late response is read as a whole frame and dropped, so the stream stays positioned at a frame
   boundary and the connection stays usable. Closing instead would also kill the unrelated requests
   pipelined behind it (a long-poll fetch next to an offsets request).
-* Responses are decoded by the awaiting caller, not by the reader task: a cancelled caller costs
+* Responses are decoded by the awaiting caller, not on the read side: a cancelled caller costs
   no decoding, and a large fetch response is decoded in the task that wants it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -35,6 +34,7 @@ from ..protocol.api import Api, decode_response, encode_request, peek_correlatio
 from ..protocol.messages.api_versions import API_VERSIONS
 from .connect_failure import TLS_HANDSHAKE_TIMEOUT, Step, explain
 from .exceptions import map_exceptions, translate
+from .frames import FrameProtocol
 from .monitor import ConnectionMonitor
 from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
 from .options import ConnectionOptions
@@ -56,8 +56,6 @@ DEFAULT: Final = RequestTimeoutDefault()
 
 Timeout = float | None | RequestTimeoutDefault
 
-STREAM_BUFFER_LIMIT = 8 << 20
-
 
 @dataclass(slots=True)
 class _Pending:
@@ -71,7 +69,7 @@ class _Pending:
 class Connection:
     """A negotiated (and, if configured, authenticated) connection to one broker."""
 
-    def __init__(self, host: str, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    def __init__(self, host: str, port: int, transport: asyncio.Transport, frames: FrameProtocol,
                  options: ConnectionOptions, node_id: int | None = None,
                  monitor: ConnectionMonitor | None = None) -> None:
         self.host = host
@@ -82,8 +80,8 @@ class Connection:
         self._monitor = monitor or ConnectionMonitor()
         self.node_id = node_id
         self.options = options
-        self._reader = reader
-        self._writer = writer
+        self._transport = transport
+        self._frames = frames
         self._pending: deque[_Pending] = deque()
         self._next_correlation_id = 0
         self._closed_by: KafkaError | None = None
@@ -93,8 +91,7 @@ class Connection:
         self._opening = True
         self.last_used = time.monotonic()
         self._last_received = self.last_used
-        self._reader_task = asyncio.get_running_loop().create_task(
-            self._read_loop(), name=f"aiokafka-lite reader {host}:{port}")
+        frames.attach(self._on_frame, self._read_failed)
 
     # ------------------------------------------------------------------ opening
 
@@ -110,13 +107,12 @@ class Connection:
         try:
             with map_exceptions(f"connecting to {connection_name(host, port, node_id)}", seconds):
                 async with asyncio.timeout(seconds):
-                    # A small StreamReader limit would pause and resume the socket for every 64 KiB
-                    # of a multi-MB fetch response; let a whole frame buffer at once.
-                    reader, writer = await asyncio.open_connection(
+                    name = connection_name(host, port, node_id)
+                    transport, frames = await asyncio.get_running_loop().create_connection(
+                        lambda: FrameProtocol(options.max_frame_bytes, lambda: name),
                         host, port, ssl=ssl_context, server_hostname=host if ssl_context else None,
-                        ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if ssl_context else None,
-                        limit=STREAM_BUFFER_LIMIT)
-                    conn = cls(host, port, reader, writer, options, node_id, monitor)
+                        ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if ssl_context else None)
+                    conn = cls(host, port, transport, frames, options, node_id, monitor)
                     try:
                         step = Step.API_VERSIONS
                         await conn._negotiate_versions()
@@ -219,36 +215,37 @@ class Connection:
         pending = _Pending(correlation_id, api, version, asyncio.get_running_loop().create_future(),
                            time.monotonic())
         self._pending.append(pending)
-        self._writer.write(frame)
+        self._transport.write(frame)
         self.last_used = time.monotonic()
         return pending
 
     async def _drain(self) -> None:
         try:
-            await self._writer.drain()
+            await self._frames.drain()
         except OSError as exc:
             # The write side broke: fail every waiter (this one included) with the typed error.
             self._shutdown(translate(exc, f"writing to {self}"))
 
     # ------------------------------------------------------------------ reading
 
-    async def _read_loop(self) -> None:
+    def _on_frame(self, frame: bytes) -> None:
         try:
-            while True:
-                frame = await self._read_frame()
-                self._route(frame)
-        except asyncio.CancelledError:
-            self._shutdown(KafkaConnectionError(f"{self}: the reader was cancelled"))
-            raise
-        except Exception as exc:
-            oldest = self._oldest_request()
-            # Naming the request the broker was answering is the clue when it drops the same one
-            # every time (a version it advertises but cannot parse).
-            awaiting = "" if oldest is None else f" awaiting {oldest[0].name} v{oldest[1]}"
-            error = translate(exc, f"reading from {self}{awaiting}")
-            if self._closed_by is None and not self._opening:
-                self._monitor.closed(str(self), self._address, error, oldest)
-            self._shutdown(error)
+            self._route(frame)
+        except Exception as exc:  # an answer out of order: the stream cannot be trusted any more
+            self._read_failed(exc)
+
+    def _read_failed(self, exc: BaseException) -> None:
+        """The read side ended (EOF, reset, a bad frame): fail every waiter with the typed error."""
+        if self._closed_by is not None:
+            return
+        oldest = self._oldest_request()
+        # Naming the request the broker was answering is the clue when it drops the same one
+        # every time (a version it advertises but cannot parse).
+        awaiting = "" if oldest is None else f" awaiting {oldest[0].name} v{oldest[1]}"
+        error = translate(exc, f"reading from {self}{awaiting}")
+        if not self._opening:
+            self._monitor.closed(str(self), self._address, error, oldest)
+        self._shutdown(error)
 
     def _oldest_request(self) -> tuple[Api, int, tuple[int, int] | None] | None:
         """The request the broker was answering when it closed the connection, if any."""
@@ -256,16 +253,6 @@ class Connection:
             return None
         oldest = self._pending[0]
         return oldest.api, oldest.version, self._broker_versions.get(oldest.api.key)
-
-    async def _read_frame(self) -> bytes:
-        header = await self._reader.readexactly(4)
-        size = int.from_bytes(header, "big", signed=True)
-        if size < 4 or size > self.options.max_frame_bytes:
-            # Never allocate what a hostile or confused peer announces.
-            raise ProtocolDecodeError(
-                f"{self} announced a {size}-byte response frame; the limit is "
-                f"{self.options.max_frame_bytes} bytes (max_frame_bytes) and the minimum 4")
-        return await self._reader.readexactly(size)
 
     def _route(self, frame: bytes) -> None:
         correlation_id = peek_correlation_id(frame)
@@ -308,18 +295,13 @@ class Connection:
         for entry in pending:
             if not entry.future.done():
                 entry.future.set_exception(error)
-        self._writer.transport.abort()
-        if self._reader_task is not asyncio.current_task():
-            self._reader_task.cancel()
+        self._transport.abort()
 
     async def close(self) -> None:
-        """Close the connection and await the reader task. Idempotent; in-flight requests fail."""
+        """Close the connection and wait until the socket is released. Idempotent; in-flight requests fail."""
         self._shutdown(KafkaConnectionError(f"{self} was closed by the client"))
-        # asyncio.wait neither raises the reader's CancelledError nor swallows our own cancellation.
-        await asyncio.wait([self._reader_task])
-        # The transport was aborted; wait for connection_lost so the socket is really released.
-        with contextlib.suppress(OSError):
-            await self._writer.wait_closed()
+        # The transport was aborted; its connection_lost comes on the next loop iterations.
+        await self._frames.wait_lost()
 
     def __repr__(self) -> str:
         return f"<Connection {connection_name(self.host, self.port, self.node_id)}>"

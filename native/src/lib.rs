@@ -8,6 +8,7 @@ mod arrow;
 mod compression;
 mod decode;
 mod errors;
+mod frames;
 mod iter;
 mod objects;
 mod raw;
@@ -59,6 +60,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<iter::RecordIter>()?;
     arrow::register(m)?;
     m.add_class::<raw::RawRecords>()?;
+    m.add_class::<frames::FrameBuffer>()?;
+    m.add_function(wrap_pyfunction!(frames::view_in_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(raw::decode_v2_raw, m)?)?;
     Ok(())
 }

@@ -241,12 +241,25 @@ def fetch_continuation(data: Buffer) -> tuple[int, int] | None:
     return found
 
 
+def _in_place(data: Buffer) -> tuple[bytes, int, int]:
+    """``(buf, start, end)``: where ``data``'s bytes are. A fetch response's records are a view into
+    the response frame; the native extension finds the frame and the offset, so the batches are
+    decoded in place, else they are copied out once."""
+    if type(data) is bytes:
+        return data, 0, len(data)
+    locate = getattr(native.active, "view_in_bytes", None)
+    found = locate(data) if locate is not None and isinstance(data, memoryview) else None
+    if found is not None:
+        frame, start = found
+        return frame, start, start + len(data)
+    copied = bytes(data)
+    return copied, 0, len(copied)
+
+
 def iter_batches(data: Buffer, topic: str, partition: int, *, check_crcs: bool = True,
                  max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Iterator[RecordBatch]:
     """Yield each complete batch in ``data``; stop quietly at a partial trailing batch."""
-    buf = data if type(data) is bytes else bytes(data)
-    size = len(buf)
-    pos = 0
+    buf, pos, size = _in_place(data)
     while size - pos >= LOG_OVERHEAD:
         base_offset, length = _ENTRY.unpack_from(buf, pos)
         if length < records_legacy.MIN_MESSAGE_SIZE:
