@@ -53,3 +53,10 @@ def test_ci_runs_the_check_before_the_tests() -> None:
     lines = (ROOT / ".ci" / "run").read_text().splitlines()
     check = lines.index(".venv/bin/python scripts/check_native_built.py || exit 1")
     assert check < min(i for i, line in enumerate(lines) if line.startswith("./dev test"))
+
+
+def test_every_reader_of_the_kept_reason_names_the_file_native_py_reads() -> None:
+    from aiokafka_lite.protocol.native import BUILD_FAILURE_FILE
+    assert f'BUILD_FAILURE_FILE = "{BUILD_FAILURE_FILE}"' in SCRIPT.read_text()
+    assert f"KEPT_REASON=aiokafka_lite/{BUILD_FAILURE_FILE}\n" in (ROOT / "dev").read_text()
+    assert f"aiokafka_lite/{BUILD_FAILURE_FILE}\n" in (ROOT / ".gitignore").read_text()
