@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .._net.cluster import Cluster
 from ..config import ConsumerConfig
 from ..errors import ConsumerClosedError, KafkaError, KafkaTimeoutError
+from ..protocol import native
 from .closing import leave_by_force
 from .start_attempt import StartAttempt
 from .wiring import make_cluster
@@ -59,6 +60,7 @@ class Startup:
         await attempt.wait()
 
     async def _start_once(self) -> None:
+        native.warn_if_build_failed()  # a consumer about to decode at half speed, unasked
         cluster = self._connecting = make_cluster(self._config)
         try:
             await cluster.bootstrap(timeout=None)  # bounded by each caller waiting for it
