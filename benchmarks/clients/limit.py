@@ -1,14 +1,16 @@
 """The limit: a pipelined bare-Fetch loop on both cores that decodes no record, only batch headers.
 
-Per partition leader, ``connections`` plain blocking sockets (default 2), each read by its own
-thread with ``recv_into`` into one reused buffer: the GIL is released while the kernel copies, so
-one thread receives while another walks a response. Each connection keeps ``in_flight`` Fetch
-requests outstanding (default 1), each for its own disjoint group of the partitions: with the
-defaults two Fetches per broker are always out, one per half of the partitions, so the broker has
-the next request when it finishes a response (1 or 3 connections, or 2 in flight on each, measured
-no faster: benchmarks/README.md). A response is decoded by the sans-IO Fetch schema (its records
-stay memoryviews into the buffer: no copy after the kernel's) and only batch headers are read, to
-advance the offsets. Same fetch sizes as every client; no asyncio.
+Per partition leader, ``connections`` plain blocking sockets (default 2; ``throughput.LIMITS``
+also runs 1), each read by its own thread with ``recv_into`` into one reused buffer: the GIL is
+released while the kernel copies, so one thread receives while another walks a response, and
+with two sockets two Fetches per broker are always out, one per half of the partitions. A response
+is decoded by the sans-IO Fetch schema (its records stay memoryviews into the buffer: no copy after
+the kernel's) and only batch headers are read, to advance the offsets. Same fetch sizes as every
+client; no asyncio.
+
+``in_flight`` (default 1) Fetches per socket, each for its own partitions, measured slower: a broker
+answers one connection's requests in order, so a group already at its end long-polls
+``max_wait_ms`` and holds back the group queued behind it.
 
 The row's options (``Spec.options``) may set ``connections`` and ``in_flight``.
 """
