@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from benchmarks.throughput import CEILING, REFERENCES
+from benchmarks.throughput import CEILING, is_reference
 
 LITE_COLOR = "#1f77b4"
 # By label prefix, most specific first: a new client gets its family's colour (or grey) without an entry.
@@ -46,7 +46,7 @@ def throughput_chart(results: dict[str, Any], path: Path, figure: str = "records
     for ax, (name, data) in zip(axes[:, 0], sets.items(), strict=True):
         # The reference rows are left out (they read no record, and 5-40x the clients' rate would
         # squash every bar); the fraction chart draws the limit as a line at 100 %.
-        items = [(lb, e[figure]) for lb, e in data["clients"].items() if figure in e and lb not in REFERENCES]
+        items = [(lb, e[figure]) for lb, e in data["clients"].items() if figure in e and not is_reference(lb)]
         if not items:
             continue
         if figure == "records_per_s":
@@ -55,10 +55,10 @@ def throughput_chart(results: dict[str, Any], path: Path, figure: str = "records
         else:
             _fraction_bars(ax, items, data)
         compressed = data["compression"] != "none" and figure == "fraction_of_limit"
-        note = " (the limit reads compressed bytes)" if compressed else ""
+        note = " (limit: compressed bytes)" if compressed else ""
         ax.set_title(f"{name}: {data['records']:,} records, {data.get('partitions', 6):,} partitions{note}",
                      fontsize=10)
-    title = "Consumer throughput" if figure == "records_per_s" else "Fraction of the limit (pipelined bare Fetch)"
+    title = "Consumer throughput" if figure == "records_per_s" else "Fraction of the limit (fastest bare Fetch loop)"
     fig.suptitle(f"{title} - {results['broker']}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=90)

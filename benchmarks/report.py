@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.throughput import CEILING, REFERENCES
+from benchmarks.throughput import CEILING, is_reference
 
 
 def _fmt(entry: dict[str, Any], figure: str, scale: float = 1.0, digits: int = 0) -> str:
@@ -38,7 +38,7 @@ ABOVE = " !! ABOVE"  # marks an "of limit" cell of a client that read more than 
 def above_limit(label: str, entry: dict[str, Any]) -> bool:
     """Whether a client row read more than the limit in any run (a reference row never is)."""
     fraction = entry.get("fraction_of_limit")
-    return label not in REFERENCES and fraction is not None and fraction["max"] > 1.0
+    return not is_reference(label) and fraction is not None and fraction["max"] > 1.0
 
 
 def _row(label: str, entry: dict[str, Any], scale: bool) -> tuple[str, ...]:

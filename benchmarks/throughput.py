@@ -51,6 +51,11 @@ CEILING = "ceiling (loopback copy rate)"
 # shared machine); the ceiling is no Fetch: it is not among them.
 LIMITS = (LIMIT, LIMIT_ONE_SOCKET, BARE_FETCH)
 REFERENCES = (*LIMITS, CEILING)  # the rows that are no client: never flagged above the limit
+
+
+def is_reference(label: str) -> bool:
+    """A limit or ceiling row, also under the labels of saved results from before issue 24."""
+    return label in REFERENCES or label.startswith(("limit ", "ceiling "))
 CONFLUENT_TUNED = f"confluent-kafka (tuned fetch.queue.backoff.ms={TUNED_BACKOFF_MS})"
 CLIENTS: dict[str, Client] = {
     LIMIT: Client("limit"),
@@ -148,7 +153,7 @@ def _one_run(bootstrap: str, dataset: Dataset, clients: list[str], log: Callable
 def above_limit(run: dict[str, dict[str, Any]]) -> dict[str, float]:
     """The rows of one run (with its ratios) that are no reference and read more than the limit."""
     return {label: result["fraction_of_limit"] for label, result in run.items()
-            if label not in REFERENCES and result.get("fraction_of_limit", 0.0) > 1.0}
+            if not is_reference(label) and result.get("fraction_of_limit", 0.0) > 1.0}
 
 
 def measure(bootstrap: str, sets: list[Dataset], runs: int, clients: list[str],

@@ -239,3 +239,12 @@ def test_ceiling_measures_the_loopback_copy_rate() -> None:
     from benchmarks.clients import ceiling
 
     assert ceiling.loopback_bytes_per_s(8 << 20) > 50e6  # loopback copies GB/s; 50 MB/s would be broken
+
+
+def test_a_saved_run_from_before_issue_24_shows_confluent_above_its_limit() -> None:
+    """The old limit's label is still a reference row: its 1.0 is no flag; confluent-kafka's 1.66 is."""
+    old = {"limit (bare Fetch)": _result(4.9e5, 0.4), CONFLUENT: _result(5.9e5, 0.6)}
+    for result in old.values():
+        result["fraction_of_limit"] = result["records_per_s"] / 4.9e5
+    text = report.throughput_table({"1 KB": throughput._summarise([old], list(old), Dataset("1 KB", ("t",), 10, 1000))})
+    assert [line.split("  ")[0] for line in text.splitlines() if report.ABOVE in line] == [CONFLUENT]
