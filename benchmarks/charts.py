@@ -10,22 +10,27 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from benchmarks.throughput import CEILING, is_reference
+
 LITE_COLOR = "#1f77b4"
 # By label prefix, most specific first: a new client gets its family's colour (or grey) without an entry.
 COLORS = {"aiokafka-lite (pure Python)": "#9ecae1", "aiokafka-lite (native, uvloop)": "#6baed6",
           "aiokafka-lite": LITE_COLOR, "confluent-kafka AIO": "#fdae6b", "confluent-kafka": "#ff7f0e",
-          "aiokafka": "#2ca02c", "kafka-python": "#9467bd", "limit": "#7f7f7f"}
+          "aiokafka": "#2ca02c", "kafka-python": "#9467bd", "limit": "#7f7f7f", "bare Fetch": "#bdbdbd",
+          "ceiling": "#d9d9d9"}
+ABOVE_LIMIT_COLOR = "#d62728"  # a client's bar beyond 100 % of the limit: the limit is wrong
 
 
 def _color(label: str) -> str:
     return next((color for prefix, color in COLORS.items() if label.startswith(prefix)), "#999999")
 
 
-def _bars(ax: Any, labels: list[str], entries: list[dict[str, Any]], scale: float, fmt: str) -> None:
+def _bars(ax: Any, labels: list[str], entries: list[dict[str, Any]], scale: float, fmt: str,
+          colors: list[str] | None = None) -> None:
     medians = [e["median"] * scale for e in entries]
     low = [(e["median"] - e["min"]) * scale for e in entries]
     high = [(e["max"] - e["median"]) * scale for e in entries]
-    ax.barh(labels, medians, xerr=[low, high], capsize=3, color=[_color(lb) for lb in labels])
+    ax.barh(labels, medians, xerr=[low, high], capsize=3, color=colors or [_color(lb) for lb in labels])
     ax.invert_yaxis()
     for y, (value, above) in enumerate(zip(medians, high, strict=True)):
         ax.text(value + above, y, " " + fmt.format(value), va="center", fontsize=8)  # right of the error bar
@@ -39,26 +44,38 @@ def throughput_chart(results: dict[str, Any], path: Path, figure: str = "records
     rows = max(len(data["clients"]) for data in sets.values())
     fig, axes = plt.subplots(len(sets), 1, figsize=(8, (0.8 + 0.25 * rows) * len(sets)), squeeze=False)
     for ax, (name, data) in zip(axes[:, 0], sets.items(), strict=True):
-        items = [(lb, e[figure]) for lb, e in data["clients"].items() if figure in e]
-        # A compressed topic's limit counts compressed bytes: a bar 30x the others says nothing.
-        if figure == "fraction_of_limit" or data["compression"] != "none":
-            items = [(lb, e) for lb, e in items if not lb.startswith("limit")]
+        # The reference rows are left out (they read no record, and 5-40x the clients' rate would
+        # squash every bar); the fraction chart draws the limit as a line at 100 %.
+        items = [(lb, e[figure]) for lb, e in data["clients"].items() if figure in e and not is_reference(lb)]
         if not items:
             continue
         if figure == "records_per_s":
             _bars(ax, [lb for lb, _ in items], [e for _, e in items], 1e-3, "{:,.0f}k")
             ax.set_xlabel("thousand records/s (median, min-max)")
         else:
-            _bars(ax, [lb for lb, _ in items], [e for _, e in items], 100, "{:.0f} %")
-            ax.set_xlabel("records/s as % of the bare Fetch loop (same run)")
-        note = " (limit left out: it reads compressed bytes)" if data["compression"] != "none" else ""
+            _fraction_bars(ax, items, data)
+        compressed = data["compression"] != "none" and figure == "fraction_of_limit"
+        note = " (limit: compressed bytes)" if compressed else ""
         ax.set_title(f"{name}: {data['records']:,} records, {data.get('partitions', 6):,} partitions{note}",
                      fontsize=10)
-    title = "Consumer throughput" if figure == "records_per_s" else "Fraction of the bare-fetch limit"
+    title = "Consumer throughput" if figure == "records_per_s" else "Fraction of the limit (fastest bare Fetch loop)"
     fig.suptitle(f"{title} - {results['broker']}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _fraction_bars(ax: Any, items: list[tuple[str, dict[str, Any]]], data: dict[str, Any]) -> None:
+    """Each client's % of the limit, red past 100 % (the limit line); the ceiling's % in the legend."""
+    colors = [ABOVE_LIMIT_COLOR if e["max"] > 1.0 else _color(lb) for lb, e in items]
+    _bars(ax, [lb for lb, _ in items], [e for _, e in items], 100, "{:.0f} %", colors)
+    ax.axvline(100, color="black", linestyle="--", linewidth=1, label="limit = 100 %")
+    ceiling = data["clients"].get(CEILING, {}).get("fraction_of_limit")
+    if ceiling is not None:
+        ax.plot([], [], " ", label=f"ceiling (loopback) = {ceiling['median'] * 100:,.0f} %")
+    ax.set_xlim(0, max(ax.get_xlim()[1], 110))
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlabel("records/s as % of the limit (same run)")
 
 
 def liveness_chart(results: dict[str, Any], path: Path) -> None:

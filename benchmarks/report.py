@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks.throughput import CEILING, is_reference
+
 
 def _fmt(entry: dict[str, Any], figure: str, scale: float = 1.0, digits: int = 0) -> str:
     return median_and_spread(entry, figure, scale, digits) or "-"
@@ -30,19 +32,46 @@ def _ran(label: str, entry: dict[str, Any]) -> str:
     return f"{label} [native from another checkout]" if entry.get("native_from_other_checkout") else label
 
 
+ABOVE = " !! ABOVE"  # marks an "of limit" cell of a client that read more than the limit
+
+
+def above_limit(label: str, entry: dict[str, Any]) -> bool:
+    """Whether a client row read more than the limit in any run (a reference row never is)."""
+    fraction = entry.get("fraction_of_limit")
+    return not is_reference(label) and fraction is not None and fraction["max"] > 1.0
+
+
 def _row(label: str, entry: dict[str, Any], scale: bool) -> tuple[str, ...]:
     if "records_per_s" not in entry:
-        return (label, "failed (below)", *[""] * (8 if scale else 6))
+        return (label, "failed (below)", *[""] * (9 if scale else 7))
+    of_limit = _fmt(entry, "fraction_of_limit", 100) + " %" + (ABOVE if above_limit(label, entry) else "")
     row = (_ran(label, entry), _fmt(entry, "records_per_s"), _fmt(entry, "mb_per_s", digits=1),
            _fmt(entry, "cpu_seconds", digits=2), _fmt(entry, "cpu_seconds_per_m_records", digits=2),
-           _fmt(entry, "peak_rss_mb"), _fmt(entry, "vs_lite", digits=2), _fmt(entry, "fraction_of_limit", 100) + " %")
+           _fmt(entry, "peak_rss_mb"), _fmt(entry, "vs_lite", digits=2), of_limit,
+           _fmt(entry, "vs_confluent_tuned", digits=2))
     if not scale:
         return row
     return (*row, _fmt(entry, "vs_6_partitions", digits=2), _fmt(entry, "cpu_vs_6_partitions", digits=2))
 
 
+def limit_warnings(data: dict[str, Any]) -> list[str]:
+    """Loud lines for a data set whose limit is no limit: a client above it in some run, or the
+    ceiling (loopback copy rate) below it."""
+    lines = [f"  !! LIMIT EXCEEDED: {label} read {entry['fraction_of_limit']['max']:.2f}x the limit "
+             f"(median {entry['fraction_of_limit']['median']:.2f}x): the limit is no limit; "
+             "see benchmarks/README.md, 'The limit'"
+             for label, entry in data["clients"].items() if above_limit(label, entry)]
+    ceiling = data["clients"].get(CEILING, {}).get("fraction_of_limit")
+    # Not for a compressed topic: the limit reads its few compressed responses in a blink, from the
+    # kernel's socket buffers, which no steady copy rate bounds.
+    if ceiling is not None and data["compression"] == "none" and ceiling["min"] < 1.0:
+        lines.append(f"  !! CEILING BELOW THE LIMIT: the loopback copy rate was {ceiling['min']:.2f}x the limit")
+    return lines
+
+
 def throughput_table(sets: dict[str, Any], scale: bool = False) -> str:
-    header = ("client", "records/s (min-max)", "MB/s", "CPU s", "CPU s/M rec", "peak RSS MB", "x lite", "of limit")
+    header: tuple[str, ...] = ("client", "records/s (min-max)", "MB/s", "CPU s", "CPU s/M rec", "peak RSS MB",
+                               "x lite", "of limit", "x confluent tuned")
     if scale:
         header += ("x 6 partitions", "CPU/rec x 6 p")
     lines: list[str] = []
@@ -50,12 +79,14 @@ def throughput_table(sets: dict[str, Any], scale: bool = False) -> str:
         rows = [header] + [_row(label, entry, scale) for label, entry in data["clients"].items()]
         where = f"{data.get('partitions', 6):,} partitions in {data.get('topics', 1)} topic(s)"
         lines.append(f"\n{name}: {data['records']:,} records, {where}, {data['compression']} compression; "
-                     "x lite = records/s / aiokafka-lite (native)'s, of limit = records/s / the bare Fetch loop's"
+                     "x lite = records/s / aiokafka-lite (native)'s, of limit = records/s / the fastest bare "
+                     "Fetch loop's (the limit rows), x confluent tuned = records/s / confluent-kafka (tuned)'s"
                      + ("; x 6 partitions = records/s / the same client's on 6 partitions (target >= 0.80), "
                         "CPU/rec x 6 p = CPU s per record / the same client's on 6 partitions" if scale else ""))
         lines.extend(grid(rows))
         lines.extend(f"  {label} failed: " + "; ".join(e.split(" | ")[-1].strip() for e in entry["errors"])[:200]
                      for label, entry in data["clients"].items() if "records_per_s" not in entry and "errors" in entry)
+        lines.extend(limit_warnings(data))
     return "\n".join(lines)
 
 

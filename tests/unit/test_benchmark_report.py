@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import struct
 from typing import Any
 
 import pytest
@@ -153,3 +154,97 @@ def test_compare_refuses_a_side_that_ran_another_tree_or_decoder() -> None:
         compare.check_sides({"a": {"package": "/elsewhere/aiokafka_lite", "decoder": "native"}}, rows, "native")
     with pytest.raises(SystemExit, match="ran the python decoder, not native"):
         compare.check_sides({"a": {"package": "/tmp/old/aiokafka_lite", "decoder": "python"}}, rows, "native")
+
+
+def _reference_run(confluent_rate: float) -> dict[str, dict[str, Any]]:
+    return {throughput.LIMIT: _result(2e6, 0.2), throughput.BARE_FETCH: _result(4e6, 0.2),
+            throughput.CEILING: _result(1e7, 0.4), throughput.LITE: _result(1e6, 1.0),
+            CONFLUENT: _result(confluent_rate, 1.0)}
+
+
+def test_the_limit_is_the_fastest_fetch_loop_and_every_row_is_also_a_ratio_to_confluent_tuned() -> None:
+    run = _reference_run(5e5)
+    throughput._with_ratios(run)
+    assert throughput.run_limit(run) == 4e6  # the ceiling is no Fetch loop: not a candidate
+    assert run[throughput.LITE]["fraction_of_limit"] == 0.25
+    assert run[throughput.LIMIT]["fraction_of_limit"] == 0.5
+    assert run[throughput.LITE]["vs_confluent_tuned"] == 2.0
+    assert run[CONFLUENT]["vs_confluent_tuned"] == 1.0
+    assert run[throughput.CEILING]["fraction_of_limit"] == 2.5
+    assert throughput.above_limit(run) == {}  # the ceiling is above by design: no flag
+    assert throughput.run_limit({throughput.LITE: _result(1e6, 1.0)}) is None
+    assert set(throughput.REFERENCES) <= set(throughput.CLIENTS)
+
+
+def _reference_table(run: dict[str, dict[str, Any]], compression: str = "none") -> str:
+    throughput._with_ratios(run)
+    dataset = Dataset("1 KB", ("t",), 1000, 1000, compression)
+    return report.throughput_table({"1 KB": throughput._summarise([run], list(run), dataset)})
+
+
+def test_a_client_above_the_limit_is_flagged_loudly() -> None:
+    run = _reference_run(6e6)
+    throughput._with_ratios(run)
+    assert throughput.above_limit(run) == {CONFLUENT: 1.5}
+    text = _reference_table(_reference_run(6e6))
+    flagged = [line for line in text.splitlines() if report.ABOVE in line]
+    assert len(flagged) == 1
+    assert flagged[0].startswith(CONFLUENT)
+    assert f"!! LIMIT EXCEEDED: {CONFLUENT} read 1.50x the limit" in text
+    assert "x confluent tuned" in text
+    quiet = _reference_table(_reference_run(5e5))
+    assert "!!" not in quiet
+
+
+def test_a_ceiling_below_the_limit_is_flagged_on_uncompressed_data_only() -> None:
+    def run() -> dict[str, dict[str, Any]]:
+        rows = _reference_run(5e5)
+        rows[throughput.CEILING] = _result(3e6, 0.4)
+        return rows
+
+    assert "!! CEILING BELOW THE LIMIT: the loopback copy rate was 0.75x the limit" in _reference_table(run())
+    assert "!!" not in _reference_table(run(), "lz4")
+
+
+def test_limit_walks_batch_headers_only() -> None:
+    from benchmarks.clients import limit
+
+    def batch(base: int, last_delta: int, count: int, payload: int) -> bytes:
+        data = bytearray(61 + payload)
+        struct.pack_into(">qi", data, 0, base, len(data) - 12)
+        struct.pack_into(">i", data, 23, last_delta)
+        struct.pack_into(">i", data, 57, count)
+        return bytes(data)
+
+    data = batch(0, 9, 10, 500) + batch(10, 4, 5, 100)
+    assert limit.walk(data) == (15, 15)
+    assert limit.walk(memoryview(data + batch(15, 1, 2, 50)[:70])) == (15, 15)  # a partial batch is left
+    assert limit.walk(b"") == (-1, 0)
+
+
+def test_limit_deals_the_partitions_into_disjoint_groups_per_connection() -> None:
+    from benchmarks.clients import limit
+
+    partitions = [("t", p) for p in range(6)]
+    per_connection = limit.groups_for(partitions, connections=2, in_flight=1)
+    assert per_connection == [[{("t", 0): 0, ("t", 2): 0, ("t", 4): 0}], [{("t", 1): 0, ("t", 3): 0, ("t", 5): 0}]]
+    many = [("t", p) for p in range(1200)]
+    groups = [group for conn in limit.groups_for(many, connections=3, in_flight=2) for group in conn]
+    assert len(groups) == 6
+    assert sorted(tp for group in groups for tp in group) == sorted(many)
+    assert limit.groups_for(partitions[:1], connections=2, in_flight=2) == [[{("t", 0): 0}]]  # one reader
+
+
+def test_ceiling_measures_the_loopback_copy_rate() -> None:
+    from benchmarks.clients import ceiling
+
+    assert ceiling.loopback_bytes_per_s(8 << 20) > 50e6  # loopback copies GB/s; 50 MB/s would be broken
+
+
+def test_a_saved_run_from_before_issue_24_shows_confluent_above_its_limit() -> None:
+    """The old limit's label is still a reference row: its 1.0 is no flag; confluent-kafka's 1.66 is."""
+    old = {"limit (bare Fetch)": _result(4.9e5, 0.4), CONFLUENT: _result(5.9e5, 0.6)}
+    for result in old.values():
+        result["fraction_of_limit"] = result["records_per_s"] / 4.9e5
+    text = report.throughput_table({"1 KB": throughput._summarise([old], list(old), Dataset("1 KB", ("t",), 10, 1000))})
+    assert [line.split("  ")[0] for line in text.splitlines() if report.ABOVE in line] == [CONFLUENT]
