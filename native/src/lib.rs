@@ -11,6 +11,7 @@ mod errors;
 mod iter;
 mod objects;
 mod raw;
+mod reader;
 mod varint;
 
 use pyo3::prelude::*;
@@ -59,6 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<iter::RecordIter>()?;
     arrow::register(m)?;
     m.add_class::<raw::RawRecords>()?;
+    m.add_class::<reader::FrameReader>()?;
     m.add_function(wrap_pyfunction!(raw::decode_v2_raw, m)?)?;
     Ok(())
 }
