@@ -64,7 +64,9 @@ def thread_error(end: tuple[str, int, str], peer: str, max_frame_bytes: int) -> 
 class ThreadedFrames:
     """Frames of ``sock_fd`` received on a native thread, handed to ``on_frame`` on the loop.
 
-    ``on_frame(frame)`` gets each whole frame (without its size prefix) in order. When the thread
+    ``on_frame(frame)`` gets each whole frame (without its size prefix) in order: ``bytes`` (copied
+    once, on the loop's thread), or with ``zero_copy=True`` a read-only ``memoryview`` of the
+    thread's own buffer (no copy; the buffer is freed with its last view). When the thread
     ends (EOF, an OSError, a size outside ``4..=max_frame_bytes``) after the frames completed before
     it, or when ``on_frame`` raises, the reader closes and ``on_error(exc)`` is called once:
     ``KafkaConnectionError``, ``ProtocolDecodeError``, ``NativeError`` or on_frame's exception.
@@ -72,9 +74,9 @@ class ThreadedFrames:
     handed out; it calls neither callback.
     """
 
-    def __init__(self, sock_fd: int, loop: asyncio.AbstractEventLoop, on_frame: Callable[[bytes], None],
+    def __init__(self, sock_fd: int, loop: asyncio.AbstractEventLoop, on_frame: Callable[[Any], None],
                  on_error: Callable[[Exception], None], max_frame_bytes: int, *,
-                 peer: str = "the broker") -> None:
+                 peer: str = "the broker", zero_copy: bool = False) -> None:
         if _FRAME_READER is None:
             raise RuntimeError("the native frame reader is not available (ThreadedFrames needs available())")
         self._reader = _FRAME_READER(sock_fd, max_frame_bytes)
@@ -83,6 +85,7 @@ class ThreadedFrames:
         self._on_error = on_error
         self._max_frame_bytes = max_frame_bytes
         self._peer = peer
+        self._copy = not zero_copy
         self._notify_fd: int = self._reader.notify_fd()
         self._closed = False
         loop.add_reader(self._notify_fd, self._deliver)
@@ -101,12 +104,12 @@ class ThreadedFrames:
         self._reader.close()
 
     def _deliver(self) -> None:
-        frames, end = self._reader.take()
+        frames, end = self._reader.take(self._copy)
         try:
             for frame in frames:
                 if self._closed:  # on_frame closed us: the rest is dropped, as close() says
                     return
-                self._on_frame(frame)
+                self._on_frame(frame if self._copy else memoryview(frame))
         except Exception as exc:
             self._fail(exc)
             return

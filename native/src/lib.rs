@@ -61,6 +61,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     arrow::register(m)?;
     m.add_class::<raw::RawRecords>()?;
     m.add_class::<reader::FrameReader>()?;
+    m.add_class::<reader::Frame>()?;
     m.add_function(wrap_pyfunction!(raw::decode_v2_raw, m)?)?;
     Ok(())
 }

@@ -16,7 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use std::os::raw::{c_int, c_void};
+
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
@@ -293,6 +296,38 @@ fn start(fd: RawFd, max_frame_bytes: usize) -> io::Result<Running> {
     })
 }
 
+/// One received frame handed out without a copy: a read-only buffer over the thread's `Vec`
+/// (`memoryview(frame)`), freed when the last view of it is released.
+#[pyclass(module = "aiokafka_lite._native", frozen)]
+pub struct Frame {
+    data: Box<[u8]>,
+}
+
+#[pymethods]
+impl Frame {
+    /// # Safety
+    /// Called by Python's buffer protocol with a valid `view`; the data is immutable and lives
+    /// as long as `slf`, which the view holds a reference to.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let data = &slf.get().data;
+        let len = ffi::Py_ssize_t::try_from(data.len())?;
+        // readonly=1: a request for a writable buffer fails with BufferError.
+        let ptr = data.as_ptr() as *mut c_void;
+        if ffi::PyBuffer_FillInfo(view, slf.as_ptr(), ptr, len, 1, flags) != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+}
+
 /// Receives a socket's response frames on a thread of its own (see the module docs).
 #[pyclass(module = "aiokafka_lite._native", frozen)]
 pub struct FrameReader {
@@ -332,9 +367,11 @@ impl FrameReader {
         self.notify_fd
     }
 
-    /// `(frames, end)`: every frame received since the last call, as `bytes`, in order; then the
-    /// reason the thread ended as `(kind, number, message)`, once, or None.
-    fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    /// `(frames, end)`: every frame received since the last call, in order, as `bytes` (one copy)
+    /// or with `copy=False` as `Frame` buffers (none); then the reason the thread ended as
+    /// `(kind, number, message)`, once, or None.
+    #[pyo3(signature = (copy = true))]
+    fn take<'py>(&self, py: Python<'py>, copy: bool) -> PyResult<Bound<'py, PyTuple>> {
         guarded(py, "FrameReader.take", || {
             let (frames, end) = match self.running().as_ref() {
                 Some(running) => running.shared.take(),
@@ -342,7 +379,12 @@ impl FrameReader {
             };
             let list = PyList::empty(py);
             for frame in frames {
-                list.append(PyBytes::new(py, &frame))?;
+                if copy {
+                    list.append(PyBytes::new(py, &frame))?;
+                } else {
+                    let data = frame.into_boxed_slice(); // exact capacity: no reallocation
+                    list.append(Bound::new(py, Frame { data })?)?;
+                }
             }
             let end = match end {
                 Some(end) => end.to_python(py)?.into_any(),

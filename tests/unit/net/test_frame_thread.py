@@ -93,9 +93,9 @@ class Received:
                 self.changed.clear()
                 await self.changed.wait()
 
-    def start(self, sock: socket.socket, limit: int = LIMIT) -> ThreadedFrames:
+    def start(self, sock: socket.socket, limit: int = LIMIT, *, zero_copy: bool = False) -> ThreadedFrames:
         return ThreadedFrames(sock.fileno(), asyncio.get_running_loop(), self.on_frame, self.on_error, limit,
-                              peer="broker 1 (test)")
+                              peer="broker 1 (test)", zero_copy=zero_copy)
 
 
 def test_frames_from_4_bytes_to_8_mb_arrive_whole_and_in_order(loop_factory: LoopFactory, pair: Any) -> None:
@@ -114,6 +114,26 @@ def test_frames_from_4_bytes_to_8_mb_arrive_whole_and_in_order(loop_factory: Loo
         assert got.frames == payloads
         assert all(type(frame) is bytes for frame in got.frames)
         assert got.errors == []
+
+    run(loop_factory, main)
+
+
+def test_zero_copy_frames_are_read_only_views_that_outlive_the_reader(loop_factory: LoopFactory,
+                                                                     pair: Any) -> None:
+    ours, peer = pair
+    payloads = [b"abcd", random.Random(3).randbytes(3 * 1024 * 1024), b"efgh"]
+
+    async def main() -> None:
+        got = Received()
+        frames = got.start(ours, zero_copy=True)
+        await asyncio.get_running_loop().sock_sendall(peer, b"".join(framed(p) for p in payloads))
+        await got.until(lambda: len(got.frames) == len(payloads))
+        frames.close()
+        views: list[Any] = got.frames
+        assert all(type(view) is memoryview and view.readonly for view in views)
+        assert [bytes(view) for view in views] == payloads
+        with pytest.raises(TypeError):
+            views[0][0] = 1
 
     run(loop_factory, main)
 
@@ -369,3 +389,10 @@ def test_a_bad_fd_is_an_oserror() -> None:
     reader_class: Any = frame_thread._FRAME_READER
     with pytest.raises(OSError, match="Bad file descriptor"):
         reader_class(-1, 100)
+
+
+def test_no_native_in_the_environment_means_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIOKAFKA_LITE_NO_NATIVE", "1")
+    assert frame_thread._frame_reader_class() is None
+    monkeypatch.setenv("AIOKAFKA_LITE_NO_NATIVE", "0")
+    assert frame_thread._frame_reader_class() is not None
