@@ -1,8 +1,10 @@
 //! aiokafka-lite's native fast path, loaded as `aiokafka_lite._native`.
 //!
-//! The pure-Python modules stay the reference: every function here has a Python twin with the
-//! same results and the same error types, and the tests run both. No panic crosses into Python:
-//! each exported function turns one into `NativeError` (`errors::guarded`).
+//! The pure-Python modules stay the reference: every decoding function here has a Python twin
+//! with the same results and the same error types, and the tests run both. `reader.rs` receives
+//! frames on a thread of its own; without it the asyncio reader does that job. No panic crosses
+//! into Python: each exported function turns one into `NativeError` (`errors::guarded`), and the
+//! reader's thread records its own as the reason it ended.
 
 mod arrow;
 mod compression;
