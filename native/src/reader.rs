@@ -3,7 +3,9 @@
 //! The thread owns a `dup` of the connection's socket and never touches Python: it waits in
 //! poll(2) on the socket and a wake eventfd, receives each 4-byte size and then the frame straight
 //! into a `Vec` of exactly that size (no intermediate buffer, no resize), queues it and signals a
-//! notify eventfd the event loop watches. The loop's thread takes the queued frames as `bytes`.
+//! notify eventfd the event loop watches. The loop's thread takes the queued frames as `bytes`
+//! (one copy) or as `Frame` buffers that own the thread's `Vec` (no copy). The queue is not
+//! bounded: a Kafka client bounds it by the requests it has in flight.
 //! EOF, an OSError or a size outside `4..=max_frame_bytes` ends the thread; the reason is handed
 //! out once, after every frame completed before it. `close()` (or dropping the reader) wakes the
 //! thread, joins it (it never blocks anywhere but in poll, so this is prompt) and closes the fds.
@@ -11,12 +13,11 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-
-use std::os::raw::{c_int, c_void};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
