@@ -71,7 +71,8 @@ class ThreadedFrames:
     it, or when ``on_frame`` raises, the reader closes and ``on_error(exc)`` is called once:
     ``KafkaConnectionError``, ``ProtocolDecodeError``, ``NativeError`` or on_frame's exception.
     ``close()`` stops the thread promptly (even when the peer is silent) and drops frames not yet
-    handed out; it calls neither callback.
+    handed out; it calls neither callback. Close it before the socket: its ``dup`` of the fd keeps
+    the connection open until then.
     """
 
     def __init__(self, sock_fd: int, loop: asyncio.AbstractEventLoop, on_frame: Callable[[Any], None],

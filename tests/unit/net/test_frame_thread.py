@@ -275,6 +275,50 @@ def test_close_while_the_peer_is_silent_returns_within_a_second(loop_factory: Lo
     run(loop_factory, main)
 
 
+def test_frames_are_received_while_the_loops_thread_is_blocked(loop_factory: LoopFactory, pair: Any) -> None:
+    """The point of the thread: the loop's thread blocks in sendall of 8 MB, far more than a
+    socketpair buffers, and that returns only because the reader thread keeps receiving."""
+    ours, peer = pair
+    payload = random.Random(5).randbytes(8 * 1024 * 1024)
+
+    async def main() -> None:
+        got = Received()
+        frames = got.start(ours)
+        peer.settimeout(10)
+        peer.sendall(framed(payload) * 2)  # blocking, on the loop's thread
+        await got.until(lambda: len(got.frames) == 2)
+        frames.close()
+        assert got.frames == [payload, payload]
+
+    run(loop_factory, main)
+
+
+def test_close_during_a_long_transfer_returns_within_a_second(loop_factory: LoopFactory, pair: Any) -> None:
+    ours, peer = pair
+    chunk = framed(bytes(4 * 1024 * 1024))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        got = Received()
+        frames = got.start(ours)
+
+        async def flood() -> None:
+            while True:
+                await loop.sock_sendall(peer, chunk)
+
+        sender = asyncio.create_task(flood())
+        await got.until(lambda: len(got.frames) >= 2)
+        started = time.monotonic()
+        frames.close()
+        assert time.monotonic() - started < 1.0
+        sender.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sender
+        assert got.errors == []
+
+    run(loop_factory, main)
+
+
 def test_close_twice_and_no_callbacks_after_close(loop_factory: LoopFactory, pair: Any) -> None:
     ours, peer = pair
 
