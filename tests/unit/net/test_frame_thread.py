@@ -7,11 +7,13 @@ Each test runs a real loop over a socketpair (or loopback TCP for a reset); the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import random
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
@@ -51,7 +53,20 @@ def run(factory: LoopFactory, main: Callable[[], Coroutine[Any, Any, None]]) -> 
 
 
 def threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+    """The reader threads of this process (by their name, so other tests' threads do not count)."""
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/self/task/{task}/comm") as comm:
+            count += comm.read().strip() == "aiokafka-frames"
+    return count
+
+
+def threads_become(expected: int) -> bool:
+    """Whether threads() reaches ``expected`` within a second (a new thread names itself as it starts)."""
+    deadline = time.monotonic() + 1.0
+    while threads() != expected and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return threads() == expected
 
 
 def framed(payload: bytes) -> bytes:
@@ -361,10 +376,11 @@ def test_an_exception_from_on_frame_closes_and_goes_to_on_error(loop_factory: Lo
 def test_no_thread_is_left_behind(loop_factory: LoopFactory) -> None:
     async def main() -> None:
         before = threads()
+        python_threads = threading.active_count()
         pairs = [socket.socketpair() for _ in range(4)]
         got = Received()
         readers = [got.start(ours) for ours, _ in pairs]
-        assert threads() == before + 4
+        assert threads_become(before + 4)
         pairs[0][1].close()  # one thread ends by itself (EOF) before close()
         await got.until(lambda: bool(got.errors))
         for reader in readers:
@@ -372,7 +388,8 @@ def test_no_thread_is_left_behind(loop_factory: LoopFactory) -> None:
         for ours, peer in pairs:
             ours.close()
             peer.close()
-        assert threads() == before
+        assert threads_become(before)
+        assert threading.active_count() == python_threads
 
     run(loop_factory, main)
 
@@ -382,10 +399,10 @@ def test_a_dropped_reader_stops_its_thread_and_keeps_the_callers_socket(pair: An
     reader_class: Any = frame_thread._FRAME_READER
     before = threads()
     reader = reader_class(ours.fileno(), 100)
-    assert threads() == before + 1
+    assert threads_become(before + 1)
     del reader
     gc.collect()
-    assert threads() == before
+    assert threads_become(before)
     peer.sendall(b"still")  # the reader closed its dup, not the caller's socket
     assert ours.recv(5) == b"still"
 
