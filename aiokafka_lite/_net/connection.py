@@ -34,6 +34,8 @@ from ..protocol.api import Api, decode_response, encode_request, peek_correlatio
 from ..protocol.messages.api_versions import API_VERSIONS
 from .connect_failure import TLS_HANDSHAKE_TIMEOUT, Step, explain
 from .exceptions import map_exceptions, translate
+from .frame_thread import ThreadedFrames
+from .frame_thread import available as frame_thread_available
 from .frames import FrameProtocol
 from .monitor import ConnectionMonitor
 from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
@@ -62,7 +64,7 @@ class _Pending:
     correlation_id: int
     api: Api
     version: int
-    future: asyncio.Future[bytes]
+    future: asyncio.Future[bytes | memoryview]
     sent_at: float
 
 
@@ -82,6 +84,7 @@ class Connection:
         self.options = options
         self._transport = transport
         self._frames = frames
+        self._threaded: ThreadedFrames | None = None  # the read side, once on a native thread
         self._pending: deque[_Pending] = deque()
         self._next_correlation_id = 0
         self._closed_by: KafkaError | None = None
@@ -128,9 +131,23 @@ class Connection:
                 raise
             raise explained from exc
         conn._opening = False
+        if ssl_context is None and frame_thread_available():
+            conn._read_on_a_thread()
         log.debug("connected to %s", conn)
         conn._monitor.connected(conn._address)
         return conn
+
+    def _read_on_a_thread(self) -> None:
+        """From now on, receive frames on a native thread (another core than the application's;
+        plaintext only: TLS records must be read through the loop's ssl object). Nothing is in
+        flight after open(), so the loop's reader stops at a frame boundary."""
+        sock = self._transport.get_extra_info("socket")
+        if sock is None:
+            return
+        self._transport.pause_reading()
+        self._threaded = ThreadedFrames(sock.fileno(), asyncio.get_running_loop(), self._on_frame,
+                                        self._read_failed, self.options.max_frame_bytes, peer=str(self),
+                                        zero_copy=True)
 
     async def _negotiate_versions(self) -> None:
         body = api_versions_body(self.options)
@@ -179,7 +196,7 @@ class Connection:
         return decode_response(api, version, frame)
 
     async def _exchange(self, api: Api, version: int, body: Mapping[str, Any],
-                        seconds: float | None) -> bytes:
+                        seconds: float | None) -> bytes | memoryview:
         with map_exceptions(f"{api.name} v{version} to {self}", seconds):
             pending = self._enqueue(api, version, body)
             try:
@@ -228,7 +245,7 @@ class Connection:
 
     # ------------------------------------------------------------------ reading
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame: bytes | memoryview) -> None:
         try:
             self._route(frame)
         except Exception as exc:  # an answer out of order: the stream cannot be trusted any more
@@ -254,7 +271,7 @@ class Connection:
         oldest = self._pending[0]
         return oldest.api, oldest.version, self._broker_versions.get(oldest.api.key)
 
-    def _route(self, frame: bytes) -> None:
+    def _route(self, frame: bytes | memoryview) -> None:
         correlation_id = peek_correlation_id(frame)
         if not self._pending:
             raise ProtocolDecodeError(f"{self} sent a response (correlation id {correlation_id}) "
@@ -295,6 +312,8 @@ class Connection:
         for entry in pending:
             if not entry.future.done():
                 entry.future.set_exception(error)
+        if self._threaded is not None:
+            self._threaded.close()  # first: its dup of the socket would keep the connection open
         self._transport.abort()
 
     async def close(self) -> None:

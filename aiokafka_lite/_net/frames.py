@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ProtocolDecodeError
 from ..protocol import native
@@ -81,8 +81,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ reading
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport instances, but have its methods.
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._view[self._filled:]

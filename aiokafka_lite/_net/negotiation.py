@@ -23,14 +23,14 @@ def api_versions_body(options: ConnectionOptions) -> dict[str, Any]:
             "client_software_version": options.client_software_version}
 
 
-def api_versions_retry(frame: bytes, version: int) -> int | None:
+def api_versions_retry(frame: bytes | memoryview, version: int) -> int | None:
     """The version to resend ApiVersions at, or None when this answer is final."""
     if _error_code(frame) != UNSUPPORTED_VERSION:
         return None
     return min(_fallback_version(frame), version - 1)
 
 
-def api_versions_ranges(frame: bytes, version: int, peer: str) -> dict[int, tuple[int, int]]:
+def api_versions_ranges(frame: bytes | memoryview, version: int, peer: str) -> dict[int, tuple[int, int]]:
     """The broker's (min, max) version per API key from its final ApiVersions answer."""
     response = decode_response(API_VERSIONS, version, frame)
     if response["error_code"]:
@@ -38,13 +38,13 @@ def api_versions_ranges(frame: bytes, version: int, peer: str) -> dict[int, tupl
     return _ranges(response)
 
 
-def _error_code(frame: bytes) -> int:
+def _error_code(frame: bytes | memoryview) -> int:
     # ApiVersions responses use header v0 at every version, so the error code follows the
     # correlation id directly.
     return int.from_bytes(frame[4:6], "big", signed=True) if len(frame) >= 6 else 0
 
 
-def _fallback_version(frame: bytes) -> int:
+def _fallback_version(frame: bytes | memoryview) -> int:
     """The ApiVersions version to retry with after UNSUPPORTED_VERSION.
 
     KIP-511: the broker answers in v0 and lists the ApiVersions range it speaks. A body that does

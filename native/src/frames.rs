@@ -15,6 +15,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::reader::Frame;
+
 #[pyclass(module = "aiokafka_lite._native")]
 pub struct FrameBuffer {
     bytes: Py<PyBytes>,
@@ -75,27 +77,60 @@ impl FrameBuffer {
     }
 }
 
-/// `(frame, start)` when `view` is a contiguous byte view into a `bytes` object (`view ==
-/// frame[start:start + len(view)]`), else None: lets a fetch response's records be decoded in
-/// place, from the frame and an offset, instead of copied out of the view.
+/// `(frame, start)` when `view` is a contiguous byte view into a frame (`bytes` or a reader
+/// `Frame`; `view == frame[start:start + len(view)]`), else None: lets a fetch response's records
+/// be decoded in place, from the frame and an offset, instead of copied out of the view.
 #[pyfunction]
 pub fn view_in_bytes<'py>(
     py: Python<'py>,
     view: &Bound<'py, PyAny>,
-) -> PyResult<Option<(Bound<'py, PyBytes>, usize)>> {
+) -> PyResult<Option<(Bound<'py, PyAny>, usize)>> {
     let Ok(base) = view.getattr("obj") else {
         return Ok(None);
     };
-    let Ok(frame) = base.downcast_into::<PyBytes>() else {
+    let Some(frame) = FrameRef::of(&base) else {
         return Ok(None);
     };
     let buffer = PyBuffer::<u8>::get(view)?;
     if !buffer.is_c_contiguous() {
         return Ok(None);
     }
-    let whole = frame.as_bytes();
+    let whole = frame.bytes(py);
     let start = (buffer.buf_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
     let fits = start <= whole.len() && buffer.len_bytes() <= whole.len() - start;
     buffer.release(py);
-    Ok(fits.then_some((frame, start)))
+    Ok(fits.then_some((base, start)))
+}
+
+/// A response frame the decoders read in place: a `bytes` object (received through `FrameBuffer`)
+/// or a `Frame` the reader thread filled.
+pub enum FrameRef {
+    Bytes(Py<PyBytes>),
+    Received(Py<Frame>),
+}
+
+impl FrameRef {
+    /// `buf` as a frame, or None for any other type.
+    pub fn of(buf: &Bound<'_, PyAny>) -> Option<FrameRef> {
+        if let Ok(bytes) = buf.downcast::<PyBytes>() {
+            return Some(FrameRef::Bytes(bytes.clone().unbind()));
+        }
+        buf.downcast::<Frame>()
+            .ok()
+            .map(|frame| FrameRef::Received(frame.clone().unbind()))
+    }
+
+    pub fn clone_ref(&self, py: Python<'_>) -> FrameRef {
+        match self {
+            FrameRef::Bytes(bytes) => FrameRef::Bytes(bytes.clone_ref(py)),
+            FrameRef::Received(frame) => FrameRef::Received(frame.clone_ref(py)),
+        }
+    }
+
+    pub fn bytes<'a>(&'a self, py: Python<'_>) -> &'a [u8] {
+        match self {
+            FrameRef::Bytes(bytes) => bytes.as_bytes(py),
+            FrameRef::Received(frame) => frame.get().data(),
+        }
+    }
 }

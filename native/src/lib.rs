@@ -1,8 +1,10 @@
 //! aiokafka-lite's native fast path, loaded as `aiokafka_lite._native`.
 //!
-//! The pure-Python modules stay the reference: every function here has a Python twin with the
-//! same results and the same error types, and the tests run both. No panic crosses into Python:
-//! each exported function turns one into `NativeError` (`errors::guarded`).
+//! The pure-Python modules stay the reference: every decoding function here has a Python twin
+//! with the same results and the same error types, and the tests run both. `reader.rs` receives
+//! frames on a thread of its own; without it the asyncio reader does that job. No panic crosses
+//! into Python: each exported function turns one into `NativeError` (`errors::guarded`), and the
+//! reader's thread records its own as the reason it ended.
 
 mod arrow;
 mod compression;
@@ -12,6 +14,7 @@ mod frames;
 mod iter;
 mod objects;
 mod raw;
+mod reader;
 mod varint;
 
 use pyo3::prelude::*;
@@ -62,6 +65,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<raw::RawRecords>()?;
     m.add_class::<frames::FrameBuffer>()?;
     m.add_function(wrap_pyfunction!(frames::view_in_bytes, m)?)?;
+    m.add_class::<reader::FrameReader>()?;
+    m.add_class::<reader::Frame>()?;
     m.add_function(wrap_pyfunction!(raw::decode_v2_raw, m)?)?;
     Ok(())
 }

@@ -5,9 +5,9 @@
 //! A `RawRecords` gives the Python columns `decode_v2_batch` returns on demand (`columns()`, for
 //! poll()), and `records_to_arrow` copies its spans straight into Arrow buffers (for poll_arrow()).
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyList, PyTuple};
 
 use crate::decode::{
     capacity, header_tuple, log_append, offsets, prepare_batch, push_field, walk, within, Data,
@@ -15,11 +15,12 @@ use crate::decode::{
 };
 use crate::errors::guarded;
 use crate::errors::Result;
+use crate::frames::FrameRef;
 use crate::objects::{repeated, ObjectVec};
 
 /// Where the record data lives: in the caller's buffer (uncompressed) or decompressed here.
 enum Body {
-    Shared { buf: Py<PyBytes>, start: usize },
+    Shared { buf: FrameRef, start: usize },
     Owned(Vec<u8>),
 }
 
@@ -96,7 +97,7 @@ pub struct RawRecords {
 impl RawRecords {
     pub fn body<'a>(&'a self, py: Python<'_>) -> &'a [u8] {
         match &self.body {
-            Body::Shared { buf, start } => &buf.as_bytes(py)[*start..],
+            Body::Shared { buf, start } => &buf.bytes(py)[*start..],
             Body::Owned(plain) => plain,
         }
     }
@@ -301,13 +302,15 @@ type RawResult<'py> = (Bound<'py, PyAny>, i32, Bound<'py, RawRecords>);
 #[pyfunction]
 pub fn decode_v2_raw<'py>(
     py: Python<'py>,
-    buf: &Bound<'py, PyBytes>,
+    buf: &Bound<'py, PyAny>,
     start: usize,
     end: usize,
     check_crcs: bool,
     max_decompressed: usize,
 ) -> PyResult<RawResult<'py>> {
-    let data = buf.as_bytes();
+    let frame = FrameRef::of(buf)
+        .ok_or_else(|| PyTypeError::new_err("decode_v2_raw reads bytes or a received Frame"))?;
+    let data = frame.bytes(py);
     let (offsets, log_append, raw) = guarded(py, "decode_v2_raw", || -> Result<_> {
         within(data, start, end)?;
         let prepared = prepare_batch(
@@ -339,7 +342,7 @@ pub fn decode_v2_raw<'py>(
             headers: sink.headers,
             body: match prepared.data {
                 Data::Borrowed(_) => Body::Shared {
-                    buf: buf.clone().unbind(),
+                    buf: frame.clone_ref(py),
                     start: start + HEADER_SIZE,
                 },
                 Data::Decompressed(mut plain) => {

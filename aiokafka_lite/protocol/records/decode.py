@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from typing import Final
+from typing import Any, Final
 
 from crc32c import crc32c
 
@@ -68,9 +68,9 @@ class RecordBatch:
     __slots__ = ("_buf", "_check_crcs", "_end", "_max_decompressed", "_start", "header", "partition",
                  "topic")
 
-    def __init__(self, buf: bytes, start: int, end: int, header: BatchHeader, topic: str,
+    def __init__(self, buf: Any, start: int, end: int, header: BatchHeader, topic: str,
                  partition: int, check_crcs: bool, max_decompressed: int) -> None:
-        self._buf = buf
+        self._buf = buf  # bytes, or a native Frame (read by the Rust decoder in place)
         self._start = start
         self._end = end
         self.header = header
@@ -172,14 +172,25 @@ class RecordBatch:
         except CorruptRecordError as exc:
             raise self._corrupt(str(exc)) from exc
 
+    def _as_bytes(self) -> bytes:
+        """The buffer as ``bytes`` for the pure-Python decoders: a native frame's batch is copied
+        out once (they run on such a batch only for legacy and control batches, or after
+        ``use_decoder('python')``)."""
+        if type(self._buf) is not bytes:
+            self._buf = bytes(memoryview(self._buf)[self._start:self._end])
+            self._start, self._end = 0, self._end - self._start
+        buf: bytes = self._buf
+        return buf
+
     def _body(self) -> tuple[bytes, int, int]:
         """(buffer, start, end) of the record data, decompressed if needed."""
+        buf = self._as_bytes()
         pos = self._start + HEADER_SIZE
         codec = self.codec
         if codec == Codec.NONE:
-            return self._buf, pos, self._end
+            return buf, pos, self._end
         try:
-            plain = decompress(codec, memoryview(self._buf)[pos:self._end], self._max_decompressed)
+            plain = decompress(codec, memoryview(buf)[pos:self._end], self._max_decompressed)
         except CorruptRecordError as exc:
             raise self._corrupt(str(exc)) from exc
         except UnsupportedCodecError as exc:
@@ -189,7 +200,7 @@ class RecordBatch:
     def _legacy_records(self, min_offset: int) -> RecordColumns:
         try:
             found = records_legacy.decode_legacy_entry(
-                self._buf, self._start, self._end, self.topic, self.partition,
+                self._as_bytes(), self._start, self._end, self.topic, self.partition,
                 check_crcs=self._check_crcs, max_decompressed=self._max_decompressed)
         except CorruptRecordError as exc:
             raise self._corrupt(str(exc)) from exc
@@ -241,10 +252,11 @@ def fetch_continuation(data: Buffer) -> tuple[int, int] | None:
     return found
 
 
-def _in_place(data: Buffer) -> tuple[bytes, int, int]:
+def _in_place(data: Buffer) -> tuple[Any, int, int]:
     """``(buf, start, end)``: where ``data``'s bytes are. A fetch response's records are a view into
-    the response frame; the native extension finds the frame and the offset, so the batches are
-    decoded in place, else they are copied out once."""
+    the response frame (``bytes``, or a native ``Frame`` the reader thread filled); the native
+    extension finds the frame and the offset, so the batches are decoded in place, else they are
+    copied out once."""
     if type(data) is bytes:
         return data, 0, len(data)
     locate = getattr(native.active, "view_in_bytes", None)
@@ -260,19 +272,20 @@ def iter_batches(data: Buffer, topic: str, partition: int, *, check_crcs: bool =
                  max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> Iterator[RecordBatch]:
     """Yield each complete batch in ``data``; stop quietly at a partial trailing batch."""
     buf, pos, size = _in_place(data)
+    scan = buf if type(buf) is bytes else memoryview(buf)  # a received frame: read through a view
     while size - pos >= LOG_OVERHEAD:
-        base_offset, length = _ENTRY.unpack_from(buf, pos)
+        base_offset, length = _ENTRY.unpack_from(scan, pos)
         if length < records_legacy.MIN_MESSAGE_SIZE:
             raise CorruptRecordError(f"batch length {length} is too small", topic, partition, base_offset)
         end = pos + LOG_OVERHEAD + length
         if end > size:
             return  # cut by the broker's size limit: fetch again from here
-        header = _read_header(buf, pos, length, topic, partition)
+        header = _read_header(scan, pos, length, topic, partition)
         yield RecordBatch(buf, pos, end, header, topic, partition, check_crcs, max_decompressed_bytes)
         pos = end
 
 
-def _read_header(buf: bytes, pos: int, length: int, topic: str, partition: int) -> BatchHeader:
+def _read_header(buf: bytes | memoryview, pos: int, length: int, topic: str, partition: int) -> BatchHeader:
     magic = buf[pos + records_v2.MAGIC_OFFSET]
     if magic == 2:
         if length < HEADER_SIZE - LOG_OVERHEAD:

@@ -14,8 +14,6 @@ from aiokafka_lite._net.frames import FrameProtocol
 from aiokafka_lite.errors import ProtocolDecodeError
 from aiokafka_lite.protocol import native
 
-pytestmark = pytest.mark.asyncio
-
 
 @pytest.fixture(params=["native", "python"])
 def decoder(request: pytest.FixtureRequest) -> Iterator[str]:
@@ -56,6 +54,7 @@ def feed(frames: FrameProtocol, data: bytes, cuts: list[int] | None = None) -> N
         pos += step
 
 
+@pytest.mark.asyncio
 async def test_frames_arrive_whole_and_in_order_however_the_bytes_are_cut(decoder: str) -> None:
     rng = random.Random(7)
     bodies = [rng.randbytes(n) for n in (4, 5, 1000, 70_000, 4, 2_000_000)]
@@ -71,6 +70,7 @@ async def test_frames_arrive_whole_and_in_order_however_the_bytes_are_cut(decode
         assert seen.ends == []
 
 
+@pytest.mark.asyncio
 async def test_frames_before_attach_are_handed_over_then(decoder: str) -> None:
     frames = FrameProtocol(1 << 20, lambda: "broker test")
     feed(frames, sized(b"early") + sized(b"also"))
@@ -82,6 +82,7 @@ async def test_frames_before_attach_are_handed_over_then(decoder: str) -> None:
 
 
 @pytest.mark.parametrize(("tail", "mid_frame"), [(b"", False), (b"\x00\x00", True), (sized(b"abcdef")[:7], True)])
+@pytest.mark.asyncio
 async def test_the_end_says_whether_it_came_mid_frame(decoder: str, tail: bytes, mid_frame: bool) -> None:
     frames, seen = protocol()
     feed(frames, sized(b"whole") + tail)
@@ -94,6 +95,7 @@ async def test_the_end_says_whether_it_came_mid_frame(decoder: str, tail: bytes,
 
 
 @pytest.mark.parametrize("size", [3, -1, (1 << 20) + 1])
+@pytest.mark.asyncio
 async def test_an_announced_size_out_of_bounds_ends_the_stream(decoder: str, size: int) -> None:
     frames, seen = protocol(limit=1 << 20)
     feed(frames, size.to_bytes(4, "big", signed=True))
@@ -103,6 +105,7 @@ async def test_an_announced_size_out_of_bounds_ends_the_stream(decoder: str, siz
     assert "limit is 1048576 bytes (max_frame_bytes)" in str(end)
 
 
+@pytest.mark.asyncio
 async def test_a_lost_connection_fails_a_waiting_drain(decoder: str) -> None:
     frames, seen = protocol()
     frames.pause_writing()
@@ -115,3 +118,30 @@ async def test_a_lost_connection_fails_a_waiting_drain(decoder: str) -> None:
         await frames.drain()
     assert [type(e) for e in seen.ends] == [ConnectionResetError]
     await frames.wait_lost()
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_real_transport_delivers_frames_on_asyncio_and_uvloop(loop_kind: str) -> None:
+    """Through loop.create_connection: uvloop's transports are not asyncio.Transport instances."""
+    uvloop = pytest.importorskip("uvloop") if loop_kind == "uvloop" else None
+
+    async def scenario() -> list[object]:
+        async def serve(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(sized(b"hello") + sized(b"x" * 300_000) + sized(b"last"))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        seen = Collected()
+        _transport, frames = await asyncio.get_running_loop().create_connection(
+            lambda: FrameProtocol(1 << 20, lambda: "broker test"), "127.0.0.1", port)
+        frames.attach(seen.frames.append, seen.ends.append)
+        async with asyncio.timeout(10):
+            await frames.wait_lost()
+        server.close()
+        await server.wait_closed()
+        return [*seen.frames, *(type(e) for e in seen.ends)]
+
+    result = uvloop.run(scenario()) if uvloop is not None else asyncio.run(scenario())
+    assert result == [b"hello", b"x" * 300_000, b"last", asyncio.IncompleteReadError]

@@ -1,0 +1,122 @@
+"""Response frames received on a native thread: ``ThreadedFrames`` wires the extension's
+``FrameReader`` to an event loop, so the socket path runs on another core than the application.
+
+The Rust thread owns a ``dup`` of the socket and never holds the GIL: it receives each size-prefixed
+frame straight into a buffer of the frame's size and signals an eventfd; the loop's thread, woken
+through ``loop.add_reader`` (asyncio and uvloop alike), only takes whole frames. Every state change
+stays on the loop: the callbacks run there, in order.
+
+For plaintext sockets only (TLS bytes must go through the loop's ``ssl`` object), and only while the
+loop's own transport does not read the socket (the caller pauses its reading). Without the extension,
+``available()`` is False and callers keep the asyncio reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..errors import KafkaConnectionError, KafkaError, NativeError, ProtocolDecodeError
+from .exceptions import translate
+
+
+def _frame_reader_class() -> Any:
+    """The extension's FrameReader, or None (not built, too old, or AIOKAFKA_LITE_NO_NATIVE set)."""
+    if os.environ.get("AIOKAFKA_LITE_NO_NATIVE", "") not in ("", "0"):
+        return None
+    try:
+        native = importlib.import_module("aiokafka_lite._native")
+    except ImportError:
+        return None
+    return getattr(native, "FrameReader", None)
+
+
+_FRAME_READER: Final[Any] = _frame_reader_class()
+
+
+def available() -> bool:
+    """True when the native extension can receive frames on its own thread."""
+    return _FRAME_READER is not None
+
+
+def thread_error(end: tuple[str, int, str], peer: str, max_frame_bytes: int) -> KafkaError:
+    """The typed error for why the reading thread ended: ``(kind, number, message)`` from Rust."""
+    kind, number, message = end
+    if kind == "size":
+        # The same words as Connection's own reader: never allocate what a confused peer announces.
+        return ProtocolDecodeError(
+            f"{peer} announced a {number}-byte response frame; the limit is "
+            f"{max_frame_bytes} bytes (max_frame_bytes) and the minimum 4")
+    if kind == "eof":
+        where = "mid-frame" if number else "between frames"
+        error = KafkaConnectionError(f"reading from {peer}: the broker closed the connection ({where})")
+        error.__cause__ = EOFError(f"EOF after {number} bytes of a frame")
+        return error
+    if kind == "os":
+        return translate(OSError(number, os.strerror(number) if number else message), f"reading from {peer}")
+    return NativeError(f"the frame reader thread failed: {message} (a bug in aiokafka-lite; "
+                       "AIOKAFKA_LITE_NO_NATIVE=1 selects the pure-Python path)")
+
+
+class ThreadedFrames:
+    """Frames of ``sock_fd`` received on a native thread, handed to ``on_frame`` on the loop.
+
+    ``on_frame(frame)`` gets each whole frame (without its size prefix) in order: ``bytes`` (copied
+    once, on the loop's thread), or with ``zero_copy=True`` a read-only ``memoryview`` of the
+    thread's own buffer (no copy; the buffer is freed with its last view). When the thread
+    ends (EOF, an OSError, a size outside ``4..=max_frame_bytes``) after the frames completed before
+    it, or when ``on_frame`` raises, the reader closes and ``on_error(exc)`` is called once:
+    ``KafkaConnectionError``, ``ProtocolDecodeError``, ``NativeError`` or on_frame's exception.
+    ``close()`` stops the thread promptly (even when the peer is silent) and drops frames not yet
+    handed out; it calls neither callback. Close it before the socket: its ``dup`` of the fd keeps
+    the connection open until then.
+    """
+
+    def __init__(self, sock_fd: int, loop: asyncio.AbstractEventLoop, on_frame: Callable[[Any], None],
+                 on_error: Callable[[Exception], None], max_frame_bytes: int, *,
+                 peer: str = "the broker", zero_copy: bool = False) -> None:
+        if _FRAME_READER is None:
+            raise RuntimeError("the native frame reader is not available (ThreadedFrames needs available())")
+        self._reader = _FRAME_READER(sock_fd, max_frame_bytes)
+        self._loop = loop
+        self._on_frame = on_frame
+        self._on_error = on_error
+        self._max_frame_bytes = max_frame_bytes
+        self._peer = peer
+        self._copy = not zero_copy
+        self._notify_fd: int = self._reader.notify_fd()
+        self._closed = False
+        loop.add_reader(self._notify_fd, self._deliver)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop the thread, close its fds and stop watching them. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._loop.is_closed():
+            self._loop.remove_reader(self._notify_fd)
+        self._reader.close()
+
+    def _deliver(self) -> None:
+        frames, end = self._reader.take(self._copy)
+        try:
+            for frame in frames:
+                if self._closed:  # on_frame closed us: the rest is dropped, as close() says
+                    return
+                self._on_frame(frame if self._copy else memoryview(frame))
+        except Exception as exc:
+            self._fail(exc)
+            return
+        if end is not None and not self._closed:
+            self._fail(thread_error(end, self._peer, self._max_frame_bytes))
+
+    def _fail(self, error: Exception) -> None:
+        self.close()
+        self._on_error(error)
