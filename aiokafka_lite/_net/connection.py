@@ -147,7 +147,7 @@ class Connection:
         self._transport.pause_reading()
         self._threaded = ThreadedFrames(sock.fileno(), asyncio.get_running_loop(), self._on_frame,
                                         self._read_failed, self.options.max_frame_bytes, peer=str(self),
-                                        zero_copy=True)
+                                        zero_copy=True, context=self._reading_context)
 
     async def _negotiate_versions(self) -> None:
         body = api_versions_body(self.options)
@@ -256,13 +256,17 @@ class Connection:
         if self._closed_by is not None:
             return
         oldest = self._oldest_request()
-        # Naming the request the broker was answering is the clue when it drops the same one
-        # every time (a version it advertises but cannot parse).
-        awaiting = "" if oldest is None else f" awaiting {oldest[0].name} v{oldest[1]}"
-        error = translate(exc, f"reading from {self}{awaiting}")
+        error = translate(exc, self._reading_context())
         if not self._opening:
             self._monitor.closed(str(self), self._address, error, oldest)
         self._shutdown(error)
+
+    def _reading_context(self) -> str:
+        oldest = self._oldest_request()
+        # Naming the request the broker was answering is the clue when it drops the same one
+        # every time (a version it advertises but cannot parse).
+        awaiting = "" if oldest is None else f" awaiting {oldest[0].name} v{oldest[1]}"
+        return f"reading from {self}{awaiting}"
 
     def _oldest_request(self) -> tuple[Api, int, tuple[int, int] | None] | None:
         """The request the broker was answering when it closed the connection, if any."""

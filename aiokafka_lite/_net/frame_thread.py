@@ -42,9 +42,12 @@ def available() -> bool:
     return _FRAME_READER is not None
 
 
-def thread_error(end: tuple[str, int, str], peer: str, max_frame_bytes: int) -> KafkaError:
-    """The typed error for why the reading thread ended: ``(kind, number, message)`` from Rust."""
+def thread_error(end: tuple[str, int, str], peer: str, max_frame_bytes: int,
+                 context: str | None = None) -> KafkaError:
+    """The typed error for why the reading thread ended: ``(kind, number, message)`` from Rust.
+    ``context`` says what was being read (default: ``reading from {peer}``)."""
     kind, number, message = end
+    context = context or f"reading from {peer}"
     if kind == "size":
         # The same words as Connection's own reader: never allocate what a confused peer announces.
         return ProtocolDecodeError(
@@ -52,11 +55,11 @@ def thread_error(end: tuple[str, int, str], peer: str, max_frame_bytes: int) -> 
             f"{max_frame_bytes} bytes (max_frame_bytes) and the minimum 4")
     if kind == "eof":
         where = "mid-frame" if number else "between frames"
-        error = KafkaConnectionError(f"reading from {peer}: the broker closed the connection ({where})")
+        error = KafkaConnectionError(f"{context}: the broker closed the connection ({where})")
         error.__cause__ = EOFError(f"EOF after {number} bytes of a frame")
         return error
     if kind == "os":
-        return translate(OSError(number, os.strerror(number) if number else message), f"reading from {peer}")
+        return translate(OSError(number, os.strerror(number) if number else message), context)
     return NativeError(f"the frame reader thread failed: {message} (a bug in aiokafka-lite; "
                        "AIOKAFKA_LITE_NO_NATIVE=1 selects the pure-Python path)")
 
@@ -77,7 +80,8 @@ class ThreadedFrames:
 
     def __init__(self, sock_fd: int, loop: asyncio.AbstractEventLoop, on_frame: Callable[[Any], None],
                  on_error: Callable[[Exception], None], max_frame_bytes: int, *,
-                 peer: str = "the broker", zero_copy: bool = False) -> None:
+                 peer: str = "the broker", zero_copy: bool = False,
+                 context: Callable[[], str] | None = None) -> None:
         if _FRAME_READER is None:
             raise RuntimeError("the native frame reader is not available (ThreadedFrames needs available())")
         self._reader = _FRAME_READER(sock_fd, max_frame_bytes)
@@ -86,6 +90,7 @@ class ThreadedFrames:
         self._on_error = on_error
         self._max_frame_bytes = max_frame_bytes
         self._peer = peer
+        self._context = context  # what was being read, asked when the thread ends
         self._copy = not zero_copy
         self._notify_fd: int = self._reader.notify_fd()
         self._closed = False
@@ -115,7 +120,8 @@ class ThreadedFrames:
             self._fail(exc)
             return
         if end is not None and not self._closed:
-            self._fail(thread_error(end, self._peer, self._max_frame_bytes))
+            context = self._context() if self._context is not None else None
+            self._fail(thread_error(end, self._peer, self._max_frame_bytes, context))
 
     def _fail(self, error: Exception) -> None:
         self.close()

@@ -283,6 +283,22 @@ async def test_timed_out_request_fails_in_time_and_connection_stays_usable() -> 
 
 
 @pytest.mark.asyncio
+async def test_a_close_mid_answer_names_the_request_and_where_the_stream_stopped() -> None:
+    # The same words whichever read side runs (a native reader thread on plaintext, else the loop's).
+    async def script(peer: Peer) -> None:
+        await peer.answer_api_versions()
+        await peer.read_request()
+        await peer.write(b"\x00\x00\x00\x40\x00\x00")  # half a frame, then EOF
+        peer.writer.close()
+
+    async with connected(script) as (_, conn):
+        with pytest.raises(KafkaConnectionError) as failed:
+            await conn.send(METADATA, 12, meta_body("a"))
+        assert str(failed.value) == (f"reading from {conn} awaiting Metadata v12: the broker closed the "
+                                     "connection (mid-frame)")
+
+
+@pytest.mark.asyncio
 async def test_reset_mid_request_fails_every_in_flight_request() -> None:
     async def script(peer: Peer) -> None:
         await peer.answer_api_versions()
