@@ -56,6 +56,8 @@ def throughput_chart(results: dict[str, Any], path: Path, figure: str = "records
             _fraction_bars(ax, items, data)
         compressed = data["compression"] != "none" and figure == "fraction_of_limit"
         note = " (limit: compressed bytes)" if compressed else ""
+        if skipped := [lb for lb, e in data["clients"].items() if "skipped" in e and "records_per_s" not in e]:
+            note += f"; skipped: {', '.join(skipped)}"  # cannot decode this codec here (the table says why)
         ax.set_title(f"{name}: {data['records']:,} records, {data.get('partitions', 6):,} partitions{note}",
                      fontsize=10)
     title = "Consumer throughput" if figure == "records_per_s" else "Fraction of the limit (fastest bare Fetch loop)"

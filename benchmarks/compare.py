@@ -25,11 +25,12 @@ from typing import Any
 
 from benchmarks import throughput
 from benchmarks.brokers import describe, start_broker
-from benchmarks.data import Dataset, datasets, produce_dataset
+from benchmarks.data import SET_NAMES, Dataset, datasets, produce_dataset
 from benchmarks.report import grid, median_and_spread
 
 RESULTS = Path(throughput.ROOT) / "benchmarks" / "results"
-SIZES = ("100 B", "1 KB", "100 B lz4")  # benchmarks.data.datasets' names
+SIZES = SET_NAMES  # "100 B", "1 KB", "10 KB", "100 B lz4", "100 B zstd": benchmarks.data.datasets' names
+DEFAULT_SIZES = ("100 B", "1 KB", "10 KB")
 METHODS = {"poll()": "lite", "poll_arrow()": "lite_arrow"}  # the row -> its module in benchmarks/clients
 PEER = throughput.CONFLUENT_TUNED
 WORKING_TREE = "working tree"
@@ -44,8 +45,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--base", required=True, help="the old side: a git revision of this repository")
     parser.add_argument("--new", default=None, help="the new side: a git revision (default: the working tree)")
     parser.add_argument("--rounds", type=int, default=5, help="old/new pairs per row (default 5)")
-    parser.add_argument("--records", type=int, default=1_000_000, help="100 B records (default 1,000,000; 1 KB: N/5)")
-    parser.add_argument("--sizes", nargs="+", choices=SIZES, default=["100 B", "1 KB"], help="the data sets")
+    parser.add_argument("--records", type=int, default=1_000_000,
+                        help="100 B records (default 1,000,000; 1 KB: N/5; 10 KB: N/25)")
+    parser.add_argument("--sizes", nargs="+", choices=SIZES, default=list(DEFAULT_SIZES),
+                        help=f"the data sets (default {', '.join(DEFAULT_SIZES)})")
     parser.add_argument("--decoder", choices=("native", "python"), default="native",
                         help="the record decoder both sides run (default native)")
     parser.add_argument("--no-arrow", action="store_true", help="measure poll() only, not poll_arrow()")
@@ -145,8 +148,7 @@ def measure(bootstrap: str, sets: list[Dataset], rounds: int, clients: dict[str,
             for label, client in clients.items():
                 log(f"round {k + 1}/{rounds}: {dataset.name}: {label}")
                 run[label] = throughput.run_client(label, bootstrap, dataset, client=client)
-                rate = run[label].get("records_per_s")
-                log(f"    {run[label]['error']}" if rate is None else f"    {rate:,.0f} records/s")
+                log(f"    {throughput.outcome(run[label])}")
             check_sides(run, clients, decoder)
             raw[dataset.name].append(run)
     return raw
@@ -223,7 +225,7 @@ def run(args: argparse.Namespace, bootstrap: str, broker: str) -> dict[str, Any]
         old, new = sides(args, Path(scratch))
         _log(f"old: {old.label} in {old.tree}; new: {new.label} in {new.tree}")
         clients = rows(old, new, args.decoder, not args.no_arrow, not args.no_peer)
-        sets = [d for d in datasets(args.records) if d.name in args.sizes]
+        sets = datasets(args.records, args.sizes)
         for dataset in sets:
             _log(f"producing {dataset.describe()}")
             produce_dataset(bootstrap, dataset)
@@ -235,6 +237,7 @@ def run(args: argparse.Namespace, bootstrap: str, broker: str) -> dict[str, Any]
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "decoder": args.decoder, "started": started, "wall_seconds": time.monotonic() - began,
             "sets": {d.name: {"records": d.records, "value_size": d.value_size, "compression": d.compression,
+                              "batch": d.batch,
                               "partitions": d.total_partitions, "rows": summarise(raw[d.name], pairs, peer)}
                      for d in sets}}
 

@@ -1,5 +1,5 @@
 """One command for the whole benchmark: ``python -m benchmarks.run [--broker kafka|tansu] [--records N]
-[--runs K] [--quick] [--only PART ...]``.
+[--runs K] [--quick] [--only PART ...] [--sets NAME ...]``.
 
 Starts its own broker, produces the data sets once, then measures throughput (every client in its
 own process), scale (the same records over 1,200 partitions), liveness, the blocked-loop row and
@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks import blocked, liveness, report, throughput
 from benchmarks.brokers import describe, start_broker
-from benchmarks.data import Dataset, datasets, produce_dataset, scale_datasets
+from benchmarks.data import SET_NAMES, SIX_PARTITIONS, Dataset, datasets, produce_dataset, scale_datasets
 from benchmarks.peers import new_topic
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -37,10 +37,13 @@ def _log(message: str) -> None:
 def _args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
-    parser.add_argument("--records", type=int, default=None, help="100 B records (default 1,000,000; 1 KB: N/5)")
+    parser.add_argument("--records", type=int, default=None,
+                        help="100 B records (default 1,000,000; 1 KB: N/5; 10 KB: N/25)")
     parser.add_argument("--runs", type=int, default=None, help="runs per throughput figure (default 3)")
     parser.add_argument("--quick", action="store_true", help="100,000 records, 1 run, 10 s idle window")
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="measure only these parts")
+    parser.add_argument("--sets", nargs="+", choices=SET_NAMES, default=list(SET_NAMES),
+                        help="the throughput part's data sets (default all)")
     parser.add_argument("--clients", nargs="+", choices=list(throughput.CLIENTS), default=list(throughput.CLIENTS))
     parser.add_argument("--bootstrap", help="use this running broker instead of starting one")
     parser.add_argument("--no-save", action="store_true", help="print only; write no JSON or PNG")
@@ -84,9 +87,9 @@ def measure(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     began = time.monotonic()
     six: Dataset | None = None
     if "throughput" in args.only:
-        sets = datasets(args.records)
+        sets = datasets(args.records, args.sets)
         _produce(bootstrap, sets)
-        six = sets[0]
+        six = next((dataset for dataset in sets if dataset.name == SIX_PARTITIONS), None)
         results["throughput"] = throughput.measure(bootstrap, sets, args.runs, args.clients, _log)
     if "scale" in args.only:
         sets = scale_datasets(args.records, six)

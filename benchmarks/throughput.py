@@ -85,11 +85,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_client(label: str, bootstrap: str, dataset: Dataset, timeout: float = 900.0,
                client: Client | None = None) -> dict[str, Any]:
-    """Run one client process (``CLIENTS[label]`` unless ``client`` is given) and return its figures."""
+    """Run one client process (``CLIENTS[label]`` unless ``client`` is given) and return its figures,
+    ``{"error": ...}`` if it failed, or ``{"skipped": reason}`` if it cannot read this data set here."""
     client = client or CLIENTS[label]
     spec = Spec(bootstrap=bootstrap, topics=list(dataset.topics), partitions=dataset.partitions,
-                records=dataset.records, uvloop=client.uvloop, value_size=dataset.value_size,
-                options=dict(client.options), label=label)
+                records=dataset.records, batch=dataset.batch, uvloop=client.uvloop, value_size=dataset.value_size,
+                compression=dataset.compression, options=dict(client.options), label=label)
     env = {**os.environ, **client.env}
     cwd = ROOT
     if client.pythonpath:
@@ -142,12 +143,18 @@ def _one_run(bootstrap: str, dataset: Dataset, clients: list[str], log: Callable
     for label in clients:
         log(f"{step}: {dataset.name}: {label}")
         run[label] = run_client(label, bootstrap, dataset)
-        rate = run[label].get("records_per_s")
-        log(f"    {run[label]['error']}" if rate is None else f"    {rate:,.0f} records/s")
+        log(f"    {outcome(run[label])}")
     _with_ratios(run)
     for label, fraction in above_limit(run).items():
         log(f"!! {dataset.name}: {label} read {fraction:.2f}x the limit: the limit is no limit")
     return run
+
+
+def outcome(result: dict[str, Any]) -> str:
+    """One client run in a log line: its records/s, its error, or why it was skipped."""
+    if "records_per_s" in result:
+        return f"{result['records_per_s']:,.0f} records/s"
+    return f"skipped: {result['skipped']}" if "skipped" in result else str(result.get("error"))
 
 
 def above_limit(run: dict[str, dict[str, Any]]) -> dict[str, float]:
@@ -200,13 +207,15 @@ def _identity(ok: list[dict[str, Any]]) -> dict[str, Any]:
 def _summarise(runs: list[dict[str, dict[str, Any]]], clients: list[str], dataset: Dataset) -> dict[str, Any]:
     out: dict[str, Any] = {"records": dataset.records, "value_size": dataset.value_size,
                            "compression": dataset.compression, "topics": len(dataset.topics),
-                           "partitions": dataset.total_partitions, "clients": {}}
+                           "partitions": dataset.total_partitions, "batch": dataset.batch, "clients": {}}
     for label in clients:
-        ok = [run[label] for run in runs if "error" not in run[label]]
+        ok = [run[label] for run in runs if "records_per_s" in run[label]]
         entry: dict[str, Any] = {"runs": len(runs), "ok_runs": len(ok), **_identity(ok)}
         errors = [run[label]["error"] for run in runs if "error" in run[label]]
         if errors:
             entry["errors"] = errors
+        if skipped := [run[label]["skipped"] for run in runs if "skipped" in run[label]]:
+            entry["skipped"] = skipped[0]  # the same reason every run: the environment does not change
         for figure in (*FIGURES, *RATIOS):
             values = [r[figure] for r in ok if r.get(figure) is not None]
             if values:

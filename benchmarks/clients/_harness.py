@@ -25,12 +25,19 @@ class Spec:
     max_partition_fetch_bytes: int = 1_048_576
     uvloop: bool = False
     value_size: int = 0  # bytes per value in this topic (the limit counts no payload itself)
+    compression: str = "none"  # the producer's codec: a client that cannot decode it says so (Skipped)
     options: dict[str, Any] = field(default_factory=dict)  # client settings for this row (librdkafka's)
     label: str = ""  # the row in the tables: names the profile file
 
     def assignment(self) -> list[tuple[str, int]]:
         """Every (topic, partition) of the data set, topic by topic."""
         return [(topic, p) for topic in self.topics for p in range(self.partitions)]
+
+
+class Skipped(Exception):
+    """Raised by ``consume`` before it reads anything when this client cannot read the data set in
+    this environment (its codec's library is not installed): the row shows as skipped, with the
+    message as the reason, not as failed."""
 
 
 def _cpu() -> float:
@@ -97,7 +104,11 @@ def run(consume: Callable[[Spec, Stopwatch], Result], extra: Callable[[Spec], di
     """Parse the spec from argv, run ``consume`` and print the figures as one JSON line."""
     spec = Spec(**json.loads(sys.argv[1]))
     watch = Stopwatch()
-    records, payload = _profiled(consume, spec, watch)
+    try:
+        records, payload = _profiled(consume, spec, watch)
+    except Skipped as exc:
+        print(json.dumps({"skipped": str(exc)}), flush=True)
+        return
     watch.stop()
     assert watch.wall is not None
     assert watch.cpu is not None
