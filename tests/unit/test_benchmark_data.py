@@ -161,4 +161,4 @@ def test_charts_name_a_skipped_row(monkeypatch: pytest.MonkeyPatch, tmp_path: An
     monkeypatch.setattr(charts.plt.Axes, "set_title", lambda ax, title, **kw: titles.append(title))
     charts.throughput_chart(results, tmp_path / "t.png", "fraction_of_limit")
     assert titles
-    assert titles[0].endswith(f"(limit: compressed bytes); skipped: {KAFKA_PYTHON}")
+    assert titles[0].endswith(f" partitions\nlimit: compressed bytes; skipped: {KAFKA_PYTHON}")
