@@ -30,7 +30,8 @@ class Dataset:
     compression: str = "none"
     partitions: int = PARTITIONS  # per topic
     # Records per poll()/consume()/getmany() call, for every client. 10,000 x 1 KB is 10 MB a call;
-    # 10,000 x 10 KB would be 100 MB, in every client's peak RSS, and more than a --quick 10 KB set.
+    # 10,000 x 10 KB would be 100 MB, held at once by a client that fills its batch (confluent-kafka:
+    # 350 MB peak RSS), and more than a whole --quick 10 KB set (see benchmarks/README.md).
     batch: int = 10_000
 
     @property
