@@ -249,3 +249,19 @@ def test_a_saved_run_from_before_issue_24_shows_confluent_above_its_limit() -> N
         result["fraction_of_limit"] = result["records_per_s"] / 4.9e5
     text = report.throughput_table({"1 KB": throughput._summarise([old], list(old), Dataset("1 KB", ("t",), 10, 1000))})
     assert [line.split("  ")[0] for line in text.splitlines() if report.ABOVE in line] == [CONFLUENT]
+
+
+def test_the_whole_read_ratio_gives_no_head_start_to_a_client_that_prefetches_during_start_up() -> None:
+    # confluent's first record comes after 0.5 s of start-up (its queue filled meanwhile), ours after 0.01 s
+    lite = _result(9e5, 1.0, records=1_000_000, seconds=1.1, startup_seconds=0.01,
+                   whole_read_records_per_s=1_000_000 / 1.1)
+    confluent = _result(1e6, 1.5, records=1_000_000, seconds=1.5, startup_seconds=0.5,
+                        whole_read_records_per_s=1_000_000 / 1.5)
+    run = {throughput.LITE: lite, CONFLUENT: confluent}
+    throughput._with_ratios(run)
+    assert run[throughput.LITE]["vs_confluent_tuned"] == pytest.approx(0.9)
+    assert run[throughput.LITE]["whole_read_vs_confluent_tuned"] == pytest.approx(1.5 / 1.1)
+    text = report.throughput_table({"1 KB": throughput._summarise(
+        [run], list(run), Dataset("1 KB", ("t",), 1_000_000, 1000))})
+    assert "whole read x conf. tuned" in text
+    assert "1.36" in next(line for line in text.splitlines() if line.startswith(throughput.LITE))
