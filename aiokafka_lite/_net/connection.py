@@ -145,9 +145,13 @@ class Connection:
         if sock is None:
             return
         self._transport.pause_reading()
-        self._threaded = ThreadedFrames(sock.fileno(), asyncio.get_running_loop(), self._on_frame,
-                                        self._read_failed, self.options.max_frame_bytes, peer=str(self),
-                                        zero_copy=True, context=self._reading_context)
+        try:
+            self._threaded = ThreadedFrames(sock.fileno(), asyncio.get_running_loop(), self._on_frame,
+                                            self._read_failed, self.options.max_frame_bytes, peer=str(self),
+                                            zero_copy=True, context=self._reading_context)
+        except OSError as exc:  # no thread or fd to spare: the loop keeps receiving, as on TLS
+            log.debug("%s: receiving on the event loop (no reader thread: %s)", self, exc)
+            self._transport.resume_reading()
 
     async def _negotiate_versions(self) -> None:
         body = api_versions_body(self.options)

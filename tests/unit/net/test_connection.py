@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from aiokafka_lite._net import Cluster, Connection, ConnectionOptions
+from aiokafka_lite._net import connection as connection_module
 from aiokafka_lite._net.backoff import Backoff
 from aiokafka_lite._net.exceptions import map_exceptions, translate
 from aiokafka_lite._net.sasl import Plain, Scram, saslname
@@ -237,6 +238,23 @@ async def test_three_requests_in_flight_are_matched_to_their_responses() -> None
     async with connected(script) as (_, conn):
         answers = await asyncio.gather(*(conn.send(METADATA, 12, meta_body(n)) for n in ("a", "b", "c")))
         assert [a["cluster_id"] for a in answers] == ["a", "b", "c"]
+
+
+@pytest.mark.asyncio
+async def test_without_a_reader_thread_to_spare_the_loop_receives(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_thread(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(connection_module, "ThreadedFrames", no_thread)
+
+    async def script(peer: Peer) -> None:
+        await peer.answer_api_versions()
+        api, version, cid, body = await peer.read_request()
+        await peer.respond(api, version, cid, metadata_answer(body["topics"][0]["name"]))
+        await hold_open(peer)
+
+    async with connected(script) as (_, conn):
+        assert (await conn.send(METADATA, 12, meta_body("a")))["cluster_id"] == "a"
 
 
 @pytest.mark.asyncio
