@@ -1,7 +1,8 @@
 """A bare Fetch loop on aiokafka-lite's own asyncio connection, one Fetch in flight per broker.
 
 It decodes no record, only batch headers to advance offsets, and uses the consumer's wire path
-(``Connection``: asyncio's StreamReader, one core) and its Fetch schema with the same fetch sizes.
+(``Connection``: the event loop's thread or, with the extension, its reader thread) and its Fetch
+schema with the same fetch sizes.
 It was the benchmark's limit until confluent-kafka, receiving on librdkafka's own threads, read
 1.45x it at 1 KB; it stays a row (one of the limit's candidates, ``throughput.LIMITS``) for what
 the consumer's connection alone can carry. The limit is now ``limit.py``'s pipelined loop.
@@ -10,7 +11,6 @@ the consumer's connection alone can carry. The limit is now ``limit.py``'s pipel
 from __future__ import annotations
 
 import asyncio
-import struct
 from collections import defaultdict
 from typing import Any
 
@@ -18,37 +18,10 @@ from aiokafka_lite._net import Cluster, ConnectionOptions
 from aiokafka_lite.protocol.messages import FETCH
 from aiokafka_lite.structs import TopicPartition
 from benchmarks.clients._harness import Result, Spec, Stopwatch, run
+from benchmarks.clients.limit import fetch_body, walk
 
-_ENTRY = struct.Struct(">qi")  # baseOffset, batchLength
-_LAST_DELTA_AND_COUNT = (struct.Struct(">i"), 23, 57)  # lastOffsetDelta at +23, recordsCount at +57
 MAX_FETCH_VERSION = 12
 _wire = {"bytes": 0}
-
-
-def _walk(data: bytes) -> tuple[int, int]:
-    """(next offset, records) of the complete batches in ``data``; (-1, 0) if there is none."""
-    unpack_int = _LAST_DELTA_AND_COUNT[0].unpack_from
-    pos, size, next_offset, records = 0, len(data), -1, 0
-    while size - pos >= 61:
-        base, length = _ENTRY.unpack_from(data, pos)
-        end = pos + 12 + length
-        if end > size:
-            break
-        next_offset = base + unpack_int(data, pos + 23)[0] + 1
-        records += unpack_int(data, pos + 57)[0]
-        pos = end
-    return next_offset, records
-
-
-def _body(spec: Spec, offsets: dict[tuple[str, int], int]) -> dict[str, Any]:
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for (topic, p), offset in offsets.items():
-        by_topic[topic].append({"partition": p, "current_leader_epoch": -1, "fetch_offset": offset,
-                                "log_start_offset": -1, "partition_max_bytes": spec.max_partition_fetch_bytes})
-    return {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": spec.fetch_max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": ""}
 
 
 async def _fetch_loop(cluster: Cluster, spec: Spec, node: int, offsets: dict[tuple[str, int], int], totals: list[int],
@@ -56,13 +29,13 @@ async def _fetch_loop(cluster: Cluster, spec: Spec, node: int, offsets: dict[tup
     conn = await cluster.connection(node)
     version = conn.version_for(FETCH, MAX_FETCH_VERSION)
     while totals[0] < spec.records:
-        response = await conn.send(FETCH, version, _body(spec, offsets))
+        response = await conn.send(FETCH, version, fetch_body(spec, offsets))
         before = totals[0]
         for topic in response["responses"]:
             for part in topic["partitions"]:
                 data = part["records"] or b""
                 _wire["bytes"] += len(data)
-                next_offset, records = _walk(data)
+                next_offset, records = walk(data)
                 if next_offset > 0:
                     offsets[topic["topic"], part["partition_index"]] = next_offset
                     totals[0] += records
