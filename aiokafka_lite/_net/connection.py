@@ -260,13 +260,14 @@ class Connection:
         if self._closed_by is not None:
             return
         oldest = self._oldest_request()
-        error = translate(exc, self._reading_context())
+        error = translate(exc, self._reading_context(oldest))
         if not self._opening:
             self._monitor.closed(str(self), self._address, error, oldest)
         self._shutdown(error)
 
-    def _reading_context(self) -> str:
-        oldest = self._oldest_request()
+    def _reading_context(self, oldest: tuple[Api, int, tuple[int, int] | None] | None = None) -> str:
+        """What the read side was doing, naming ``oldest`` (default: the oldest request pending)."""
+        oldest = oldest or self._oldest_request()
         # Naming the request the broker was answering is the clue when it drops the same one
         # every time (a version it advertises but cannot parse).
         awaiting = "" if oldest is None else f" awaiting {oldest[0].name} v{oldest[1]}"

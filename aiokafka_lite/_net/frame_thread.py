@@ -19,8 +19,9 @@ import os
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..errors import KafkaConnectionError, KafkaError, NativeError, ProtocolDecodeError
+from ..errors import KafkaError, NativeError
 from .exceptions import translate
+from .frames import end_of_stream, frame_size_error
 
 
 def _frame_reader_class() -> Any:
@@ -48,16 +49,11 @@ def thread_error(end: tuple[str, int, str], peer: str, max_frame_bytes: int,
     ``context`` says what was being read (default: ``reading from {peer}``)."""
     kind, number, message = end
     context = context or f"reading from {peer}"
+    # The same words as the loop's read side (frames.py) for the same end.
     if kind == "size":
-        # The same words as Connection's own reader: never allocate what a confused peer announces.
-        return ProtocolDecodeError(
-            f"{peer} announced a {number}-byte response frame; the limit is "
-            f"{max_frame_bytes} bytes (max_frame_bytes) and the minimum 4")
+        return frame_size_error(peer, number, max_frame_bytes)
     if kind == "eof":
-        where = "mid-frame" if number else "between frames"
-        error = KafkaConnectionError(f"{context}: the broker closed the connection ({where})")
-        error.__cause__ = EOFError(f"EOF after {number} bytes of a frame")
-        return error
+        return translate(end_of_stream(mid_frame=number > 0), context)
     if kind == "os":
         return translate(OSError(number, os.strerror(number) if number else message), context)
     return NativeError(f"the frame reader thread failed: {message} (a bug in aiokafka-lite; "

@@ -37,6 +37,17 @@ class _PythonFrame:
         return bytes(self._data)
 
 
+def frame_size_error(peer: str, size: int, max_frame_bytes: int) -> ProtocolDecodeError:
+    """A response frame announced outside ``4..=max_frame_bytes`` (either read side says it so)."""
+    return ProtocolDecodeError(f"{peer} announced a {size}-byte response frame; the limit is "
+                               f"{max_frame_bytes} bytes (max_frame_bytes) and the minimum 4")
+
+
+def end_of_stream(mid_frame: bool) -> asyncio.IncompleteReadError:
+    """The peer's EOF, as a StreamReader says it: ``translate`` words it by where it came."""
+    return asyncio.IncompleteReadError(b"\0" if mid_frame else b"", None)
+
+
 def _frame_buffer(size: int) -> tuple[Any, memoryview]:
     """A buffer of ``size`` bytes and a writable view of it (native when the extension is loaded)."""
     module = native.active
@@ -100,9 +111,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         size = int.from_bytes(self._header, "big", signed=True)
         if size < 4 or size > self._max_frame_bytes:
             # Never allocate what a hostile or confused peer announces.
-            self._end(ProtocolDecodeError(
-                f"{self._name()} announced a {size}-byte response frame; the limit is "
-                f"{self._max_frame_bytes} bytes (max_frame_bytes) and the minimum 4"))
+            self._end(frame_size_error(self._name(), size, self._max_frame_bytes))
             if self.transport is not None:
                 self.transport.abort()
             return
@@ -122,7 +131,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         # The same words as a StreamReader's: whether the peer stopped inside a frame.
         mid_frame = self._frame is not None or self._filled > 0
-        self._end(asyncio.IncompleteReadError(b"\0" if mid_frame else b"", None))
+        self._end(end_of_stream(mid_frame))
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
