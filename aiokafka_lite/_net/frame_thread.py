@@ -14,28 +14,17 @@ loop's own transport does not read the socket (the caller pauses its reading). W
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 from collections.abc import Callable
 from typing import Any, Final
 
 from ..errors import KafkaError, NativeError
+from ..protocol import native
 from .exceptions import translate
 from .frames import end_of_stream, frame_size_error
 
-
-def _frame_reader_class() -> Any:
-    """The extension's FrameReader, or None (not built, too old, or AIOKAFKA_LITE_NO_NATIVE set)."""
-    if os.environ.get("AIOKAFKA_LITE_NO_NATIVE", "") not in ("", "0"):
-        return None
-    try:
-        native = importlib.import_module("aiokafka_lite._native")
-    except ImportError:
-        return None
-    return getattr(native, "FrameReader", None)
-
-
-_FRAME_READER: Final[Any] = _frame_reader_class()
+# The extension's FrameReader, or None (not built, too old, or AIOKAFKA_LITE_NO_NATIVE set).
+_FRAME_READER: Final[Any] = getattr(native.extension(), "FrameReader", None)
 
 
 def available() -> bool:

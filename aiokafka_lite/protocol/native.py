@@ -100,6 +100,12 @@ def available() -> bool:
     return _built is not None
 
 
+def extension() -> ModuleType | None:
+    """The loaded extension, whichever decoder is in use (None: not built, or the environment
+    switched it off): its other native parts (the frame reader) go by the same decision."""
+    return _built
+
+
 def why_python() -> str:
     """Why the pure-Python decoder runs ("" when the native one does)."""
     if active is not None:
