@@ -128,7 +128,7 @@ def _with_ratios(run: dict[str, dict[str, Any]]) -> None:
     lite = run.get(LITE, {}).get("records_per_s")
     limit = run_limit(run)
     confluent = run.get(CONFLUENT_TUNED, {}).get("records_per_s")
-    whole_read = run.get(CONFLUENT_TUNED, {})
+    confluent_whole = run.get(CONFLUENT_TUNED, {}).get("whole_read_records_per_s")
     for result in run.values():
         rate = result.get("records_per_s")
         if rate is None:
@@ -140,7 +140,7 @@ def _with_ratios(run: dict[str, dict[str, Any]]) -> None:
             result["fraction_of_limit"] = rate / limit
         if confluent:
             result["vs_confluent_tuned"] = rate / confluent
-        whole, confluent_whole = result.get("whole_read_records_per_s"), whole_read.get("whole_read_records_per_s")
+        whole = result.get("whole_read_records_per_s")
         if whole and confluent_whole:
             result["whole_read_vs_confluent_tuned"] = whole / confluent_whole
 
