@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.render:
         results = json.loads(Path(args.render).read_text())
         print(report.render(results))
-        for path in _charts(results):
-            print(f"wrote {path}")
+        if not args.no_save:
+            for path in _charts(results):
+                print(f"wrote {path}")
         return
     if args.bootstrap:
         results = measure(args, args.bootstrap)

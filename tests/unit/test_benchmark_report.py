@@ -265,3 +265,18 @@ def test_the_whole_read_ratio_gives_no_head_start_to_a_client_that_prefetches_du
         [run], list(run), Dataset("1 KB", ("t",), 1_000_000, 1000))})
     assert "whole read x conf. tuned" in text
     assert "1.36" in next(line for line in text.splitlines() if line.startswith(throughput.LITE))
+
+
+def test_render_with_no_save_prints_and_writes_no_chart(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import run as bench_run
+
+    charted: list[object] = []
+    monkeypatch.setattr(bench_run, "_charts", lambda results: charted.append(results) or [])
+    saved = tmp_path / "results.json"
+    saved.write_text('{"broker": "b", "runs": 1, "machine": "m", "throughput": {}}')
+    bench_run.main(["--render", str(saved), "--no-save"])
+    assert charted == []
+    bench_run.main(["--render", str(saved)])
+    assert len(charted) == 1
+    capsys.readouterr()
