@@ -42,6 +42,8 @@ _PURE = {"AIOKAFKA_LITE_NO_NATIVE": "1"}
 
 LITE = "aiokafka-lite (native)"
 LITE_PURE = "aiokafka-lite (pure Python)"
+LITE_TWO = "aiokafka-lite (native, fetch_connections_per_broker=2)"
+_TWO = {"fetch_connections_per_broker": 2}
 LIMIT = "limit (threaded Fetch loop, 2 sockets per broker)"
 LIMIT_ONE_SOCKET = "limit (threaded Fetch loop, 1 socket per broker)"
 BARE_FETCH = "limit (asyncio Fetch loop, aiokafka-lite connection)"
@@ -66,6 +68,9 @@ CLIENTS: dict[str, Client] = {
     LITE_PURE: Client("lite", env=_PURE),
     "aiokafka-lite (native, uvloop)": Client("lite", uvloop=True, env=_NATIVE),
     "aiokafka-lite poll_arrow (native)": Client("lite_arrow", env=_NATIVE),
+    LITE_TWO: Client("lite", env=_NATIVE, options=_TWO),
+    "aiokafka-lite poll_arrow (native, fetch_connections_per_broker=2)": Client("lite_arrow", env=_NATIVE,
+                                                                                 options=_TWO),
     "confluent-kafka (defaults)": Client("confluent"),
     CONFLUENT_TUNED: Client("confluent", options=_TUNED),
     "confluent-kafka AIO (defaults)": Client("confluent_aio"),
@@ -73,7 +78,7 @@ CLIENTS: dict[str, Client] = {
     "aiokafka": Client("aiokafka_peer"),
     "kafka-python": Client("kafka_python"),
 }
-SCALE_CLIENTS = (LIMIT, LIMIT_ONE_SOCKET, LITE, LITE_PURE, CONFLUENT_TUNED)
+SCALE_CLIENTS = (LIMIT, LIMIT_ONE_SOCKET, LITE, LITE_TWO, LITE_PURE, CONFLUENT_TUNED)
 FIGURES = ("records_per_s", "mb_per_s", "cpu_seconds", "cpu_seconds_per_m_records", "peak_rss_mb",
            "startup_seconds", "whole_read_records_per_s")
 RATIOS = ("vs_lite", "lite_vs_this", "fraction_of_limit", "vs_confluent_tuned", "whole_read_vs_confluent_tuned",

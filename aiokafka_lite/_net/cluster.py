@@ -133,9 +133,10 @@ class Cluster:
 
     # ------------------------------------------------------------------ the connection pool
 
-    async def connection(self, node_id: int, timeout: Timeout = DEFAULT) -> Connection:
-        """The shared connection to ``node_id``, (re)opened with backoff if needed."""
-        return await self._pool.connection(node_id, self._seconds(timeout))
+    async def connection(self, node_id: int, timeout: Timeout = DEFAULT, lane: int = 0) -> Connection:
+        """The shared connection to ``node_id`` (or the fetcher's extra one numbered ``lane`` >= 1),
+        (re)opened with backoff if needed."""
+        return await self._pool.connection(node_id, self._seconds(timeout), lane)
 
     async def send(self, node_id: int, api: Api, body: Mapping[str, Any], *,
                    timeout: Timeout = DEFAULT, max_version: int | None = None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The connection pool: one shared connection per broker, for metadata, fetches and offsets.
+"""The connection pool: one shared connection per broker, for metadata, fetches and offsets, and
+the fetcher's extra connections per broker (lanes 1 and up, when ``fetch_connections_per_broker`` > 1).
 
 It also opens every connection of the cluster client (each address with its own reconnect backoff,
 as a task that close() can end) and closes retired ones in the background, so the group
@@ -11,6 +12,7 @@ import asyncio
 import random
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from ..errors import ConsumerClosedError, KafkaConnectionError
 from .backoff import Backoff
@@ -30,7 +32,8 @@ class ConnectionPool:
         self.monitor = monitor  # shared by every connection opened here
         self.closed = False
         self._shared: dict[int, Connection] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._lanes: dict[tuple[int, int], Connection] = {}  # (node id, lane >= 1): fetches only
+        self._locks: dict[tuple[int, int], asyncio.Lock] = {}
         self._backoffs: dict[tuple[str, int], Backoff] = {}
         self._retiring: set[asyncio.Task[None]] = set()
         self._opening: set[asyncio.Task[Connection]] = set()  # Connection.open() under way: close() ends them
@@ -39,30 +42,33 @@ class ConnectionPool:
         if self.closed:
             raise ConsumerClosedError("the cluster client is closed")
 
-    async def connection(self, node_id: int, seconds: float | None) -> Connection:
-        """The shared connection to ``node_id``, (re)opened with backoff if needed."""
+    async def connection(self, node_id: int, seconds: float | None, lane: int = 0) -> Connection:
+        """The shared connection to ``node_id`` (lane 0), or the fetcher's extra one numbered
+        ``lane``; (re)opened with backoff if needed."""
         self.check_open()
-        conn = self._shared.get(node_id)
+        conn = self._shared.get(node_id) if lane == 0 else self._lanes.get((node_id, lane))
         if conn is not None and self._usable(conn):
             return conn
         with map_exceptions(f"connecting to node {node_id}", seconds):
             async with asyncio.timeout(seconds):
-                async with self._locks.setdefault(node_id, asyncio.Lock()):
-                    return await self._pooled(node_id)
+                async with self._locks.setdefault((node_id, lane), asyncio.Lock()):
+                    return await self._pooled(node_id, lane)
 
-    async def _pooled(self, node_id: int) -> Connection:
-        conn = self._shared.get(node_id)
+    async def _pooled(self, node_id: int, lane: int) -> Connection:
+        pooled: dict[Any, Connection] = self._shared if lane == 0 else self._lanes
+        key = node_id if lane == 0 else (node_id, lane)
+        conn = pooled.get(key)
         if conn is not None:
             if self._usable(conn):
                 return conn
-            self.retire(self._shared.pop(node_id))
+            self.retire(pooled.pop(key))
         broker = self.metadata.brokers.get(node_id)
         if broker is None:
             raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata "
                                        f"(known: {sorted(self.metadata.brokers)})")
         conn = await self.open(broker.host, broker.port, node_id)
         await self.unless_closed(conn)
-        self._shared[node_id] = conn
+        pooled[key] = conn
         return conn
 
     async def adopt(self, conn: Connection, host: str, port: int) -> bool:
@@ -144,8 +150,9 @@ class ConnectionPool:
         """Close every connection: the shared ones, ``dedicated`` (the coordinators'), the retiring
         ones, and those still opening. Idempotent."""
         self.closed = True
-        conns = [*self._shared.values(), *dedicated]
+        conns = [*self._shared.values(), *self._lanes.values(), *dedicated]
         self._shared.clear()
+        self._lanes.clear()
         for opening in self._opening:
             opening.cancel()
         closing = [asyncio.ensure_future(c.close()) for c in conns] + list(self._retiring) + list(self._opening)

@@ -31,6 +31,7 @@ def make_fetcher(config: ConsumerConfig, cluster: Cluster, subscription: Subscri
         fetch_max_wait_ms=config.fetch_max_wait_ms,
         fetch_max_bytes=config.fetch_max_bytes,
         max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+        fetch_connections_per_broker=config.fetch_connections_per_broker,
         isolation_level=ISOLATION_LEVELS[config.isolation_level],
         check_crcs=config.check_crcs,
         request_timeout=config.request_timeout,

@@ -1,13 +1,16 @@
-"""The prefetch pipeline: one long-poll Fetch in flight per broker, a bounded buffer of fetched bytes.
+"""The prefetch pipeline: one long-poll Fetch in flight per broker connection, a bounded buffer of
+fetched bytes.
 
-Flow: ``send_fetches()`` starts one fetch task per broker leading a fetchable partition that has
-nothing buffered (``FetchPlanner`` in requests.py decides what and where); each response partition
+Flow: ``send_fetches()`` starts one fetch task per lane (a broker, or with
+``fetch_connections_per_broker`` > 1 one of several connections to it, each fetching its own share
+of that broker's partitions) that has a fetchable partition with nothing buffered (``FetchPlanner``
+in requests.py decides what and where); each response partition
 becomes a ``CompletedFetch`` (completed.py) holding the raw bytes, stored by ``ResponseHandler``
 (responses.py) in the ``FetchBuffer`` (buffer.py), decoded lazily as ``fetched_records()`` hands
 records out. Memory stays bounded: per partition the completed fetch being handed out and at most
 one fetched ahead that continues it (buffer.py). A task whose fetch succeeded starts the next round
 itself, so the pipeline keeps prefetching between polls. This module owns the tasks, each broker's
-fetch session and failures, and the retry timers.
+lane's fetch session, each broker's failures, and the retry timers.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import functools
 import logging
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from .._net.backoff import Backoff
 from .._net.failure_log import FailureLog
@@ -30,7 +34,7 @@ from .buffer import FetchBuffer
 from .completed import Deserializer, Records, converter
 from .epoch_validation import epoch_ends, supported
 from .offset_lookup import READ_COMMITTED, ClusterLike, ConnectionLike
-from .requests import LAST_FETCHED_EPOCH_VERSION, MAX_FETCH_VERSION, FetchPlanner, FetchSettings, FetchTarget
+from .requests import LAST_FETCHED_EPOCH_VERSION, MAX_FETCH_VERSION, FetchPlanner, FetchSettings, FetchTarget, Lane
 from .responses import ResponseHandler, partition_error, transient
 from .sessions import FetchSession
 
@@ -48,7 +52,8 @@ class Fetcher:
                  key_deserializer: Deserializer | None = None,
                  value_deserializer: Deserializer | None = None,
                  client_rack: str | None = None, retry_backoff: float = 0.1,
-                 retry_backoff_max: float = 1.0, max_fetch_version: int = MAX_FETCH_VERSION) -> None:
+                 retry_backoff_max: float = 1.0, max_fetch_version: int = MAX_FETCH_VERSION,
+                 fetch_connections_per_broker: int = 1) -> None:
         self._cluster = cluster
         self._subscription = subscription
         self._settings = FetchSettings(fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes,
@@ -57,7 +62,8 @@ class Fetcher:
         self._retry_backoff = retry_backoff
         self._retry_backoff_max = retry_backoff_max
         self._max_fetch_version = max_fetch_version  # lower only to test what older brokers get
-        self._planner = FetchPlanner(cluster, subscription, retry_backoff)
+        self._lanes = fetch_connections_per_broker
+        self._planner = FetchPlanner(cluster, subscription, retry_backoff, fetch_connections_per_broker)
         self._buffer = FetchBuffer(
             subscription, convert=converter(key_deserializer, value_deserializer),
             partition_max_bytes=max_partition_fetch_bytes,
@@ -66,10 +72,10 @@ class Fetcher:
                                           read_committed=isolation_level == READ_COMMITTED)
         # Per broker: failed fetches back off exponentially (KIP-580) and are said once.
         self._node_failures: dict[int, tuple[Backoff, FailureLog]] = {}
-        self._in_flight: dict[int, asyncio.Task[None]] = {}  # by node id
+        self._in_flight: dict[Lane, asyncio.Task[None]] = {}  # an epoch check goes on lane 0
         self._in_flight_tps: set[TopicPartition] = set()
         self._retry_timers: dict[int, asyncio.TimerHandle] = {}
-        self._sessions: dict[int, FetchSession[FetchTarget]] = {}  # by node id (KIP-227)
+        self._sessions: dict[Lane, FetchSession[FetchTarget]] = {}  # KIP-227
         self._closed = False
 
     @property
@@ -88,7 +94,7 @@ class Fetcher:
         return self._buffer.has_buffered()
 
     def in_flight(self) -> int:
-        """Fetch requests currently in flight (at most one per broker)."""
+        """Fetch requests currently in flight (at most one per broker connection)."""
         return len(self._in_flight)
 
     def fetch_sources(self) -> dict[TopicPartition, int | None]:
@@ -96,12 +102,20 @@ class Fetcher:
         (KIP-392) or the leader (None: no leader known)."""
         return {tp: self._planner.fetch_node(tp, None) for tp in self._subscription.assignment}
 
-    def sessions(self) -> dict[int, dict[str, int]]:
-        """Per broker: its fetch session (id 0: none) and how many full and incremental fetches went out."""
-        return {node: {"session_id": st.session_id, "epoch": st.epoch, "partitions": len(st.partitions),
+    def sessions(self) -> dict[int, dict[str, Any]]:
+        """Per broker: its fetch session (id 0: none) and how many full and incremental fetches went
+        out; with more than one fetch connection per broker, the first one's, and each one's under
+        "connections"."""
+        by_node: dict[int, dict[str, Any]] = {}
+        for (node, lane), st in sorted(self._sessions.items()):
+            session = {"session_id": st.session_id, "epoch": st.epoch, "partitions": len(st.partitions),
                        "full_fetches": st.full_requests, "incremental_fetches": st.incremental_requests,
                        "partitions_sent": st.partitions_sent}
-                for node, st in sorted(self._sessions.items())}
+            if self._lanes == 1:
+                by_node[node] = session
+            else:
+                by_node.setdefault(node, session).setdefault("connections", {})[lane] = dict(session)
+        return by_node
 
     def buffered_bytes(self) -> int:
         return self._buffer.buffered_bytes()
@@ -118,21 +132,21 @@ class Fetcher:
                                    self._buffer.ahead.keys() | self._in_flight_tps, self._in_flight, checks)
         assignment = self._subscription.assignment
         for node_id, targets in checks.items():  # before fetching on from that broker
-            if node_id in self._in_flight:
+            if (node_id, 0) in self._in_flight:
                 continue
             incarnations = {tp: assignment[tp].incarnation for tp in targets}
-            self._in_flight[node_id] = loop.create_task(
+            self._in_flight[(node_id, 0)] = loop.create_task(
                 self._check_epochs(node_id, targets, incarnations),
                 name=f"aiokafka-lite leader epoch check on broker {node_id}")
             self._in_flight_tps.update(targets)
         started = 0
-        for node_id, offsets in plans.items():
-            if node_id in self._in_flight:
+        for lane, offsets in plans.items():
+            if lane in self._in_flight:
                 continue  # its epoch check goes first
             incarnations = {tp: assignment[tp].incarnation for tp in offsets}
-            task = loop.create_task(self._fetch(node_id, offsets, incarnations),
-                                    name=f"aiokafka-lite fetch from broker {node_id}")
-            self._in_flight[node_id] = task
+            task = loop.create_task(self._fetch(lane, offsets, incarnations),
+                                    name=f"aiokafka-lite fetch from broker {lane[0]}")
+            self._in_flight[lane] = task
             self._in_flight_tps.update(offsets)
             started += 1
         return started
@@ -158,19 +172,21 @@ class Fetcher:
             self._fetch_failed(node_id, exc)
             return
         finally:
-            self._in_flight.pop(node_id, None)
+            self._in_flight.pop((node_id, 0), None)
             self._in_flight_tps.difference_update(targets)
         self.send_fetches()
 
-    async def _fetch(self, node_id: int, targets: dict[TopicPartition, FetchTarget],
+    async def _fetch(self, lane: Lane, targets: dict[TopicPartition, FetchTarget],
                      incarnations: Mapping[TopicPartition, int]) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
         stored: bool | None = None  # None: the fetch failed
-        session = self._sessions.setdefault(node_id, FetchSession[FetchTarget]())
+        session = self._sessions.setdefault(lane, FetchSession[FetchTarget]())
         max_wait_ms = self._settings.max_wait_ms
+        node_id = lane[0]
         try:
-            conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout)
+            conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout,
+                                                                  lane=lane[1])
             version = conn.version_for(FETCH, self._max_fetch_version)
             self._planner.fetch_version(node_id, version)
             plan = session.plan(targets, version)
@@ -192,7 +208,7 @@ class Fetcher:
             session.failed()
             raise
         finally:
-            self._in_flight.pop(node_id, None)
+            self._in_flight.pop(lane, None)
             self._in_flight_tps.difference_update(targets)
         if stored is None:
             return

@@ -82,14 +82,22 @@ class FetchSettings:
         }
 
 
-class FetchPlanner:
-    """Decides, per fetchable partition of ``subscription``, which broker to fetch it from and what
-    to ask; failed partitions wait ``retry_backoff`` seconds."""
+# Where one fetch goes: (broker node id, which of the fetcher's connections to it). Each lane has
+# its own partitions, request in flight and fetch session.
+Lane = tuple[int, int]
 
-    def __init__(self, cluster: ClusterLike, subscription: SubscriptionState, retry_backoff: float) -> None:
+
+class FetchPlanner:
+    """Decides, per fetchable partition of ``subscription``, which broker (and which of ``lanes``
+    connections to it) to fetch it from and what to ask; failed partitions wait ``retry_backoff``
+    seconds."""
+
+    def __init__(self, cluster: ClusterLike, subscription: SubscriptionState, retry_backoff: float,
+                 lanes: int = 1) -> None:
         self._cluster = cluster
         self._subscription = subscription
         self._retry_backoff = retry_backoff
+        self._lanes = lanes
         # Set when a partition's leader is unknown or moved; the poll path refreshes and clears it.
         self.metadata_refresh_needed = False
         self._node_backoff: dict[int, float] = {}  # node id -> loop time before which not to fetch
@@ -100,14 +108,15 @@ class FetchPlanner:
         self._epochs_checked: dict[TopicPartition, tuple[int, int]] = {}
 
     def plan(self, now: float, completed: Mapping[TopicPartition, CompletedFetch], busy: Set[TopicPartition],
-             in_flight: Container[int], checks: dict[int, dict[TopicPartition, FetchTarget]]
-             ) -> dict[int, dict[TopicPartition, FetchTarget]]:
-        """Per broker without a request ``in_flight``, what to fetch; ``checks`` gets, per leader, the
+             in_flight: Container[Lane], checks: dict[int, dict[TopicPartition, FetchTarget]]
+             ) -> dict[Lane, dict[TopicPartition, FetchTarget]]:
+        """Per lane without a request ``in_flight``, what to fetch; ``checks`` gets, per leader, the
         positions to check with OffsetForLeaderEpoch before fetching on (KIP-320, for brokers without
         Fetch v12). ``completed``: the data being handed out; ``busy``: partitions with a fetch in
         flight or fetched ahead."""
-        plans: dict[int, dict[TopicPartition, FetchTarget]] = {}
+        plans: dict[Lane, dict[TopicPartition, FetchTarget]] = {}
         assignment = self._subscription.assignment
+        spread = self._spread(now) if self._lanes > 1 else {}
         for tp in self._subscription.fetchable():
             if tp in busy or self._partition_backoff.get(tp, 0.0) > now:
                 continue
@@ -122,12 +131,23 @@ class FetchPlanner:
             if node_id is None:
                 self.metadata_refresh_needed = True
                 continue
-            if node_id in in_flight or self._node_backoff.get(node_id, 0.0) > now:
+            lane = (node_id, spread.get(tp, 0))
+            if lane in in_flight or self._node_backoff.get(node_id, 0.0) > now:
                 continue
             target = _fetch_target(completed.get(tp), assignment[tp], -1 if leader_epoch is None else leader_epoch)
             if target is not None:
-                plans.setdefault(node_id, {})[tp] = target
+                plans.setdefault(lane, {})[tp] = target
         return plans
+
+    def _spread(self, now: float) -> dict[TopicPartition, int]:
+        """Each assigned partition's lane on its broker: a broker's partitions, in order, take turns,
+        so each lane gets an even share and a partition keeps its lane while the assignment stays."""
+        by_node: dict[int, list[TopicPartition]] = {}
+        for tp in self._subscription.assignment:
+            node_id = self.fetch_node(tp, now)
+            if node_id is not None:
+                by_node.setdefault(node_id, []).append(tp)
+        return {tp: i % self._lanes for tps in by_node.values() for i, tp in enumerate(sorted(tps))}
 
     def _epoch_check(self, tp: TopicPartition, state: PartitionState, current: int | None) -> FetchTarget | None:
         """The position to check before fetching ``tp`` again, if its leader (epoch ``current`` in

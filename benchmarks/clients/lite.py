@@ -22,7 +22,7 @@ from benchmarks.clients._harness import Result, Spec, Stopwatch, run
 def make_consumer(spec: Spec) -> Consumer:
     return Consumer(bootstrap_servers=spec.bootstrap, group_id=None, enable_auto_commit=False,
                     auto_offset_reset="earliest", max_poll_records=spec.batch, fetch_max_bytes=spec.fetch_max_bytes,
-                    max_partition_fetch_bytes=spec.max_partition_fetch_bytes)
+                    max_partition_fetch_bytes=spec.max_partition_fetch_bytes, **spec.options)
 
 
 # One poll: how many records arrived, and a function reading them all (returning their value bytes).

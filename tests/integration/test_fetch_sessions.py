@@ -111,3 +111,27 @@ async def test_a_broker_restart_replaces_the_session_without_loss_or_repeats(
             assert after["session_id"] not in (0, before)
             assert after["full_fetches"] >= 2
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "fetch" in r.getMessage()]
+
+
+async def test_two_connections_per_broker_each_fetch_their_half_in_a_session_of_their_own(
+        apache_kafka_broker: Any, unique_topic: str) -> None:
+    create_topic(apache_kafka_broker, unique_topic, partitions=PARTITIONS)
+    produce(apache_kafka_broker, unique_topic, _records(0, 600))
+    async with Consumer(bootstrap_servers=apache_kafka_broker.bootstrap_servers, auto_offset_reset="earliest",
+                        fetch_max_wait_ms=100, max_partition_fetch_bytes=200,
+                        fetch_connections_per_broker=2) as consumer:
+        consumer.assign([TopicPartition(unique_topic, p) for p in range(PARTITIONS)])
+        # 200 bytes per partition and fetch: many rounds on both connections.
+        got = await poll_until(consumer, lambda got: len(got) >= 600)
+        _exactly(got, {f"v{i}".encode() for i in range(600)})
+        for p in range(PARTITIONS):
+            assert [r.offset for r in got if r.partition == p] == list(range(50))
+        lanes = _session(consumer)["connections"]
+        assert set(lanes) == {0, 1}
+        assert lanes[0]["session_id"] != lanes[1]["session_id"]
+        assert all(lane["session_id"] != 0 and lane["partitions"] == PARTITIONS // 2 for lane in lanes.values())
+        assert all(lane["incremental_fetches"] > 0 for lane in lanes.values())
+        # New data for partitions on either connection still arrives, once.
+        produce(apache_kafka_broker, unique_topic, _records(600, 12))
+        more = await poll_until(consumer, lambda got: len(got) >= 12)
+        _exactly(more, {f"v{i}".encode() for i in range(600, 612)})

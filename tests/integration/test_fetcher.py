@@ -152,3 +152,18 @@ async def test_end_offsets_and_offsets_for_times(
         first = min(later, key=lambda r: r.offset)
         assert found[tp] == (first.offset, first.timestamp)
     assert found[tps[2]] is None
+
+
+async def test_a_fetch_lane_is_a_connection_of_its_own_and_closes_with_the_cluster(
+        any_broker: Any, cluster: Cluster) -> None:
+    node = cluster.least_loaded_node()
+    assert node is not None
+    shared = await cluster.connection(node, timeout=10.0)
+    lane = await cluster.connection(node, timeout=10.0, lane=1)
+    assert lane is not shared
+    assert not lane.closed
+    assert await cluster.connection(node, timeout=10.0, lane=1) is lane  # kept, not opened again
+    assert await cluster.connection(node, timeout=10.0) is shared
+    await cluster.close()
+    assert shared.closed
+    assert lane.closed

@@ -43,9 +43,10 @@ Handler = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class FakeConnection:
-    def __init__(self, cluster: FakeCluster, node_id: int) -> None:
+    def __init__(self, cluster: FakeCluster, node_id: int, lane: int = 0) -> None:
         self.cluster = cluster
         self.node_id = node_id
+        self.lane = lane
 
     def version_for(self, api: Api, client_max: int | None = None) -> int:
         top = api.max_version if client_max is None else min(api.max_version, client_max)
@@ -56,6 +57,7 @@ class FakeConnection:
         # Round-trip through the wire format: checks our body against the schema.
         _v, _cid, decoded = decode_request(api, encode_request(api, version, 7, "test", body)[4:])
         self.cluster.requests.append((api.key, self.node_id, version, decoded, timeout))
+        self.cluster.lanes.append((self.node_id, self.lane))
         handler = self.cluster.handlers[api.key]
         response = await handler(self.node_id, decoded)
         return decode_response(api, version, encode_response(api, version, 7, response)[4:])
@@ -67,6 +69,7 @@ class FakeCluster:
         self.leader_epochs: dict[TopicPartition, int] = {}
         self.handlers: dict[int, Handler] = {}
         self.requests: list[tuple[int, int, int, dict[str, Any], float | None]] = []
+        self.lanes: list[tuple[int, int]] = []  # per request: (node id, which connection to it)
         self.broker_max: dict[int, int] = {}
         self.refreshes = 0
         self.on_refresh: Callable[[], None] | None = None
@@ -78,10 +81,10 @@ class FakeCluster:
     def leader_epoch_for(self, tp: TopicPartition) -> int | None:
         return self.leader_epochs.get(tp)
 
-    async def connection(self, node_id: int, timeout: float | None) -> FakeConnection:
+    async def connection(self, node_id: int, timeout: float | None, lane: int = 0) -> FakeConnection:
         if self.connect_error is not None:
             raise self.connect_error
-        return FakeConnection(self, node_id)
+        return FakeConnection(self, node_id, lane)
 
     async def refresh_metadata(self, topics: Sequence[str] | None,
                                timeout: float | None) -> None:
