@@ -108,12 +108,21 @@ class ConnectionPool:
         opening.add_done_callback(self._opening.discard)
         try:
             conn = await opening
+        except asyncio.CancelledError:
+            self._close_if_opened(opening)
+            raise
         except TRANSIENT as exc:
             backoff.failed(time.monotonic())
             self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
             raise
         backoff.succeeded()
         return conn
+
+    def _close_if_opened(self, opening: asyncio.Task[Connection]) -> None:
+        """Our caller was cancelled after ``opening`` had opened its connection but before the
+        caller took it: nobody holds that connection any more, so it is closed, not left open."""
+        if opening.done() and not opening.cancelled() and opening.exception() is None:
+            self.retire(opening.result())
 
     def least_loaded_node(self) -> int | None:
         """A broker with an open connection and the fewest requests in flight, else any known broker."""
