@@ -62,6 +62,12 @@ class ConnectionPool:
                                        f"(known: {sorted(self.metadata.brokers)})")
         conn = await self.open(broker.host, broker.port, node_id)
         await self.unless_closed(conn)
+        pooled_meanwhile = self._shared.get(node_id)  # a (re)bootstrap's, adopted while ours opened
+        if pooled_meanwhile is not None:
+            if self._usable(pooled_meanwhile):
+                self.retire(conn)
+                return pooled_meanwhile
+            self.retire(pooled_meanwhile)  # replaced below: closed, not dropped with its socket open
         self._shared[node_id] = conn
         return conn
 

@@ -87,3 +87,28 @@ async def test_a_caller_cancelled_as_its_connection_opens_leaves_no_connection_o
             for conn in opened:
                 await conn.close()
             await pool.close()
+
+
+@pytest.mark.asyncio
+async def test_a_connection_adopted_while_the_pool_opened_its_own_is_not_dropped() -> None:
+    """A (re)bootstrap adopts its connection to broker 1 while ``connection(1)`` is opening another:
+    the pool keeps one of them and closes the other, rather than overwrite the adopted one and
+    leave it open with nobody to close it."""
+    peers = Peers()
+    async with asyncio.timeout(10), FakeBroker(peers.script) as broker:
+        pool = _pool_with_broker_at(broker.port)
+        adopted = await Connection.open("127.0.0.1", broker.port, OPTIONS)
+        try:
+            peers.gate.clear()
+            pooled = asyncio.create_task(pool.connection(1, 5.0))
+            await peers.asked.wait()  # the pool's own connection waits for its ApiVersions answer
+            assert await pool.adopt(adopted, "127.0.0.1", broker.port)
+            peers.gate.set()
+            assert await pooled is adopted
+            assert await pool.connection(1, 5.0) is adopted
+            await asyncio.sleep(0.1)
+            assert peers.live == 1  # the pool's own, not needed, is closed
+        finally:
+            await pool.close()
+            await adopted.close()
+        assert await peers.none_open()  # before the fix: the adopted connection stayed open
