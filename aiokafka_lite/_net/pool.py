@@ -115,7 +115,9 @@ class ConnectionPool:
         try:
             conn = await opening
         except asyncio.CancelledError:
-            self._close_if_opened(opening)
+            orphan = _opened(opening)
+            if orphan is not None:  # opened just before our cancellation: nobody else can close it
+                await orphan.close()
             raise
         except TRANSIENT as exc:
             backoff.failed(time.monotonic())
@@ -123,12 +125,6 @@ class ConnectionPool:
             raise
         backoff.succeeded()
         return conn
-
-    def _close_if_opened(self, opening: asyncio.Task[Connection]) -> None:
-        """Our caller was cancelled after ``opening`` had opened its connection but before the
-        caller took it: nobody holds that connection any more, so it is closed, not left open."""
-        if opening.done() and not opening.cancelled() and opening.exception() is None:
-            self.retire(opening.result())
 
     def least_loaded_node(self) -> int | None:
         """A broker with an open connection and the fewest requests in flight, else any known broker."""
@@ -169,3 +165,11 @@ class ConnectionPool:
 
 
 _NO_BACKOFF = Backoff(0.0, 0.0)
+
+
+def _opened(opening: asyncio.Task[Connection]) -> Connection | None:
+    """The connection ``opening`` opened, if it did. Its awaiter may be cancelled after that, in
+    the same loop iteration, and then never takes it."""
+    if opening.done() and not opening.cancelled() and opening.exception() is None:
+        return opening.result()
+    return None
