@@ -132,7 +132,11 @@ class Connection:
             raise explained from exc
         conn._opening = False
         if ssl_context is None and frame_thread_available():
-            conn._read_on_a_thread()
+            try:
+                conn._read_on_a_thread()
+            except BaseException:  # not for want of a thread (that falls back): close, not leave open
+                await conn.close()
+                raise
         log.debug("connected to %s", conn)
         conn._monitor.connected(conn._address)
         return conn

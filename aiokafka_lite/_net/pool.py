@@ -68,6 +68,12 @@ class ConnectionPool:
                                        f"(known: {sorted(self.metadata.brokers)})")
         conn = await self.open(broker.host, broker.port, node_id)
         await self.unless_closed(conn)
+        pooled_meanwhile = pooled.get(key)  # a (re)bootstrap's, adopted while ours opened
+        if pooled_meanwhile is not None:
+            if self._usable(pooled_meanwhile):
+                self.retire(conn)
+                return pooled_meanwhile
+            self.retire(pooled_meanwhile)  # replaced below: closed, not dropped with its socket open
         pooled[key] = conn
         return conn
 
@@ -114,6 +120,11 @@ class ConnectionPool:
         opening.add_done_callback(self._opening.discard)
         try:
             conn = await opening
+        except asyncio.CancelledError:
+            orphan = _opened(opening)
+            if orphan is not None:  # opened just before our cancellation: nobody else can close it
+                await orphan.close()
+            raise
         except TRANSIENT as exc:
             backoff.failed(time.monotonic())
             self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
@@ -161,3 +172,11 @@ class ConnectionPool:
 
 
 _NO_BACKOFF = Backoff(0.0, 0.0)
+
+
+def _opened(opening: asyncio.Task[Connection]) -> Connection | None:
+    """The connection ``opening`` opened, if it did. Its awaiter may be cancelled after that, in
+    the same loop iteration, and then never takes it."""
+    if opening.done() and not opening.cancelled() and opening.exception() is None:
+        return opening.result()
+    return None

@@ -258,6 +258,30 @@ async def test_without_a_reader_thread_to_spare_the_loop_receives(monkeypatch: p
 
 
 @pytest.mark.asyncio
+async def test_a_failed_hand_over_to_the_reader_thread_closes_the_connection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hand-over that fails otherwise than for want of a thread (a bug: open() raises it) leaves
+    no connection open behind it, paused and with nobody to close it."""
+    def broken_thread(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("the reader thread failed to start")
+
+    monkeypatch.setattr(connection_module, "frame_thread_available", lambda: True)
+    monkeypatch.setattr(connection_module, "ThreadedFrames", broken_thread)
+    closed_by_client = asyncio.Event()
+
+    async def script(peer: Peer) -> None:
+        await peer.answer_api_versions()
+        await hold_open(peer)
+        closed_by_client.set()
+
+    async with FakeBroker(script) as broker:
+        with pytest.raises(RuntimeError, match="failed to start"):
+            await Connection.open("127.0.0.1", broker.port, OPTIONS, timeout=5.0)
+        # before the fix: the connection stayed open
+        await asyncio.wait_for(closed_by_client.wait(), timeout=2.0)
+
+
+@pytest.mark.asyncio
 async def test_cancelled_request_late_response_is_dropped() -> None:
     release = asyncio.Event()
 
