@@ -138,7 +138,10 @@ def outcome_of(commit: asyncio.Task[None]) -> asyncio.Future[None]:
         if outcome.done():
             return
         if task.cancelled():
-            outcome.set_exception(ConsumerClosedError("the consumer was closed before the commit completed"))
+            # Its OffsetCommit may already have been sent: the broker may have applied it or not.
+            outcome.set_exception(ConsumerClosedError(
+                "the consumer was closed before the commit completed (if its request was already "
+                "sent, the broker may still have stored the offsets)"))
         elif task.exception() is not None:
             outcome.set_exception(task.exception())  # type: ignore[arg-type]
         else:

@@ -175,8 +175,11 @@ async def test_commit_async_callback_is_never_told_a_stopped_commit_succeeded(
         async with Consumer(bootstrap_servers=tansu_broker.bootstrap_servers, group_id=group) as reader:
             committed = (await reader.committed([tp]))[tp]
         error = told[-1][1]
-        assert (error is None) == (committed is not None and committed.offset == 7), (yields, error, committed)
-        if error is not None:
+        # One way only: a commit stopped after its request was sent may still have been stored.
+        if error is None:
+            assert committed is not None, yields
+            assert committed.offset == 7, (yields, committed)
+        else:
             assert isinstance(error, KafkaError)
             assert future.exception() is error
     errors = {type(error).__name__ for _, error in told}
