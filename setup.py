@@ -91,4 +91,6 @@ native = RustExtension("aiokafka_lite._native", path="native/Cargo.toml", bindin
                        optional=True, py_limited_api="auto", debug=False)
 # ./dev installs the dependencies first and builds the extension as a step of its own, to say which runs.
 setup(rust_extensions=[] if os.environ.get("AIOKAFKA_LITE_BUILD_NATIVE") == "0" else [native],
-      cmdclass={"build_rust": BuildRustSayingWhy})
+      cmdclass={"build_rust": BuildRustSayingWhy},
+      # One wheel for every CPython >= 3.11: the extension uses the stable ABI (pyo3's abi3-py311).
+      options={"bdist_wheel": {"py_limited_api": "cp311"}})
