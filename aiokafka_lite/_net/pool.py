@@ -12,7 +12,6 @@ import asyncio
 import random
 import time
 from collections.abc import Iterable
-from typing import Any
 
 from ..errors import ConsumerClosedError, KafkaConnectionError
 from .backoff import Backoff
@@ -31,8 +30,8 @@ class ConnectionPool:
         self.metadata = metadata  # read here: where each broker is
         self.monitor = monitor  # shared by every connection opened here
         self.closed = False
-        self._shared: dict[int, Connection] = {}
-        self._lanes: dict[tuple[int, int], Connection] = {}  # (node id, lane >= 1): fetches only
+        # By (node id, lane): lane 0 is the shared connection, lanes 1 and up the fetcher's extra ones.
+        self._pooled_conns: dict[tuple[int, int], Connection] = {}
         self._locks: dict[tuple[int, int], asyncio.Lock] = {}
         self._backoffs: dict[tuple[str, int], Backoff] = {}
         self._retiring: set[asyncio.Task[None]] = set()
@@ -46,7 +45,7 @@ class ConnectionPool:
         """The shared connection to ``node_id`` (lane 0), or the fetcher's extra one numbered
         ``lane``; (re)opened with backoff if needed."""
         self.check_open()
-        conn = self._shared.get(node_id) if lane == 0 else self._lanes.get((node_id, lane))
+        conn = self._pooled_conns.get((node_id, lane))
         if conn is not None and self._usable(conn):
             return conn
         with map_exceptions(f"connecting to node {node_id}", seconds):
@@ -55,38 +54,37 @@ class ConnectionPool:
                     return await self._pooled(node_id, lane)
 
     async def _pooled(self, node_id: int, lane: int) -> Connection:
-        pooled: dict[Any, Connection] = self._shared if lane == 0 else self._lanes
-        key = node_id if lane == 0 else (node_id, lane)
-        conn = pooled.get(key)
+        key = (node_id, lane)
+        conn = self._pooled_conns.get(key)
         if conn is not None:
             if self._usable(conn):
                 return conn
-            self.retire(pooled.pop(key))
+            self.retire(self._pooled_conns.pop(key))
         broker = self.metadata.brokers.get(node_id)
         if broker is None:
             raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata "
                                        f"(known: {sorted(self.metadata.brokers)})")
         conn = await self.open(broker.host, broker.port, node_id)
         await self.unless_closed(conn)
-        pooled_meanwhile = pooled.get(key)  # a (re)bootstrap's, adopted while ours opened
+        pooled_meanwhile = self._pooled_conns.get(key)  # a (re)bootstrap's, adopted while ours opened
         if pooled_meanwhile is not None:
             if self._usable(pooled_meanwhile):
                 self.retire(conn)
                 return pooled_meanwhile
             self.retire(pooled_meanwhile)  # replaced below: closed, not dropped with its socket open
-        pooled[key] = conn
+        self._pooled_conns[key] = conn
         return conn
 
     async def adopt(self, conn: Connection, host: str, port: int) -> bool:
         """Keep ``conn``, opened to the bootstrap address ``host:port``, as the pool entry of the
         broker advertised there, if that broker has none yet; False: the caller closes it."""
         adopted = next((b.node_id for b in self.metadata.brokers.values()
-                        if (b.host, b.port) == (host, port) and b.node_id not in self._shared), None)
+                        if (b.host, b.port) == (host, port) and (b.node_id, 0) not in self._pooled_conns), None)
         if adopted is None:
             return False
         await self.unless_closed(conn)  # close() ran during the (re)bootstrap: pool nothing
         conn.node_id = adopted
-        self._shared[adopted] = conn
+        self._pooled_conns[(adopted, 0)] = conn
         return True
 
     async def unless_closed(self, conn: Connection) -> None:
@@ -134,7 +132,8 @@ class ConnectionPool:
 
     def least_loaded_node(self) -> int | None:
         """A broker with an open connection and the fewest requests in flight, else any known broker."""
-        open_conns = [c for c in self._shared.values() if not c.closed and c.node_id in self.metadata.brokers]
+        open_conns = [c for (_node, lane), c in self._pooled_conns.items()
+                      if lane == 0 and not c.closed and c.node_id in self.metadata.brokers]
         if open_conns:
             best = min(open_conns, key=lambda c: c.in_flight)
             return best.node_id
@@ -161,9 +160,8 @@ class ConnectionPool:
         """Close every connection: the shared ones, ``dedicated`` (the coordinators'), the retiring
         ones, and those still opening. Idempotent."""
         self.closed = True
-        conns = [*self._shared.values(), *self._lanes.values(), *dedicated]
-        self._shared.clear()
-        self._lanes.clear()
+        conns = [*self._pooled_conns.values(), *dedicated]
+        self._pooled_conns.clear()
         for opening in self._opening:
             opening.cancel()
         closing = [asyncio.ensure_future(c.close()) for c in conns] + list(self._retiring) + list(self._opening)
