@@ -92,8 +92,11 @@ class DriverLookups:
                                     f"({self._options.subscription.describe()})")
 
     def resolve(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
-        """Concrete offsets for ``spec``: the sentinels -2/-1 become the log start / high watermark."""
+        """Concrete offsets for ``spec``: the sentinels -2/-1 become the log start / high watermark,
+        timestamps the first offset at or after them (ListOffsets by time)."""
         wanted = spec.for_partitions(tps)
+        if spec.by_timestamp:
+            return self._by_timestamp(spec, wanted)
         earliest = [tp for tp, offset in wanted.items() if offset == EARLIEST]
         latest = [tp for tp, offset in wanted.items() if offset == LATEST]
         if earliest:
@@ -101,6 +104,18 @@ class DriverLookups:
         if latest:
             wanted.update(self.end(latest))
         return wanted
+
+    def _by_timestamp(self, spec: OffsetSpec, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        found = self._run(self._live().offsets_for_times(timestamps))
+        unmatched = sorted(tp for tp, hit in found.items() if hit is None)
+        if unmatched and spec.on_no_match == "error":
+            names = ", ".join(f"{tp.topic}-{tp.partition} (timestamp {timestamps[tp]})" for tp in unmatched)
+            raise NoOffsetForTimestampError(
+                f"option {spec.option}: no record at or after the timestamp in {names}; set "
+                "startingOffsetsByTimestampStrategy=latest to start there at the latest offset instead")
+        offsets = {tp: hit.offset for tp, hit in found.items() if hit is not None}
+        offsets.update(self.end(unmatched))
+        return offsets
 
     def beginning(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         if not tps:
@@ -195,6 +210,10 @@ def before(batch: Any, end: int) -> Any:
 
 class UnknownTopicError(KafkaError):
     """A subscribed or assigned topic, or an assigned partition, does not exist."""
+
+
+class NoOffsetForTimestampError(KafkaError):
+    """A partition has no record at or after a starting timestamp (startingOffsetsByTimestampStrategy=error)."""
 
 
 class DataLossError(KafkaError):

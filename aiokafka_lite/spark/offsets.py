@@ -7,8 +7,9 @@ order (topics by name, partitions by number): "no new data" must serialise to th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
 from ..structs import TopicPartition
@@ -29,6 +30,11 @@ class OffsetRange:
     @property
     def tp(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+    @property
+    def size(self) -> int:
+        """How many offsets the range spans (records, but for compaction and transaction markers)."""
+        return self.end - self.start
 
 
 def to_json(offsets: Mapping[TopicPartition, int]) -> JsonOffsets:
@@ -79,10 +85,55 @@ def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition
     return ranges
 
 
-def check_batch_bounds(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> None:
-    """A batch read whose end lies before its start for some partition is a mistake in the options."""
+def split_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None,
+                 max_records: int | None) -> list[OffsetRange]:
+    """Spark tasks for ``ranges`` (whose starts are resolved), as Spark's Kafka source plans them.
+
+    ``max_records`` (maxRecordsPerPartition) first cuts every range into the fewest even pieces of at
+    most that many offsets. Then, while there are fewer pieces than ``min_partitions``, the large
+    pieces are cut further in proportion to their share of all offsets: a piece whose share rounds
+    to at most one task stays whole, and the others share the tasks left. The count is therefore
+    about ``min_partitions``, not exactly it. Empty ranges are dropped.
+    """
+    if min_partitions is None and max_records is None:
+        return list(ranges)
+    if any(r.start == EARLIEST for r in ranges):
+        raise ValueError("split_ranges needs resolved start offsets, not EARLIEST")
+    pieces = [r for r in ranges if r.size > 0]
+    if max_records is not None:
+        pieces = [piece for r in pieces for piece in _divide(r, -(-r.size // max_records))]
+    if min_partitions is None or len(pieces) >= min_partitions:
+        return pieces
+    total = sum(r.size for r in pieces)
+    whole = {i for i, r in enumerate(pieces) if _share(r.size, total, min_partitions) == 1}
+    cut_total = total - sum(pieces[i].size for i in whole)
+    cut_tasks = max(min_partitions - len(whole), 1)
+    return [piece for i, r in enumerate(pieces)
+            for piece in _divide(r, 1 if i in whole else _share(r.size, cut_total, cut_tasks))]
+
+
+def _share(size: int, total: int, tasks: int) -> int:
+    """This range's share of ``tasks``, rounded half up (as Spark rounds it), at least one."""
+    return max(math.floor(size / total * tasks + 0.5), 1)
+
+
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` in ``parts`` consecutive ranges whose sizes differ by at most one (the larger last)."""
+    pieces, start, remaining = [], r.start, r.size
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        pieces.append(replace(r, start=start, end=start + size))
+        start += size
+    return [piece for piece in pieces if piece.size > 0]
+
+
+def check_batch_bounds(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],
+                       starting: str = "startingOffsets", ending: str = "endingOffsets") -> None:
+    """A batch read whose end lies before its start for some partition is a mistake in the options
+    (named ``starting`` and ``ending``: the options the offsets came from)."""
     backwards = [f"{tp.topic}-{tp.partition} ({start[tp]} > {end[tp]})" for tp in sorted(end)
                  if tp in start and end[tp] < start[tp]]
     if backwards:
-        raise ConfigError("endingOffsets lies before startingOffsets for " + ", ".join(backwards))
+        raise ConfigError(f"{ending} lies before {starting} for " + ", ".join(backwards))
 

@@ -30,19 +30,24 @@ KNOWN_OPTIONS = {
     "startingoffsets": "startingOffsets",
     "endingoffsets": "endingOffsets",
     "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "minoffsetspertrigger": "minOffsetsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay",
+    "minpartitions": "minPartitions",
+    "maxrecordsperpartition": "maxRecordsPerPartition",
+    "startingtimestamp": "startingTimestamp",
+    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
+    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
+    "endingtimestamp": "endingTimestamp",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
     "failondataloss": "failOnDataLoss",
     "includeheaders": "includeHeaders",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
 }
 
-# Options of Spark's Kafka source this one does not implement: say so rather than ignore them.
-UNSUPPORTED_OPTIONS = {
-    "minpartitions": "minPartitions", "maxrecordsperpartition": "maxRecordsPerPartition",
-    "minoffsetspertrigger": "minOffsetsPerTrigger", "maxtriggerdelay": "maxTriggerDelay",
-    "startingtimestamp": "startingTimestamp", "endingtimestamp": "endingTimestamp",
-    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
-    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp",
-    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
+# Options of Spark's Kafka source that mean nothing here, accepted so that a query moves over unchanged:
+# no consumer group is used (no group id to prefix), and the driver's offset look-ups retry within
+# kafka.default.api.timeout.ms as the Java consumer's do, not a number of times.
+NO_EFFECT_OPTIONS = {
     "groupidprefix": "groupIdPrefix", "fetchoffset.numretries": "fetchOffset.numRetries",
     "fetchoffset.retryintervalms": "fetchOffset.retryIntervalMs",
 }
@@ -72,11 +77,18 @@ class Subscription:
 
 @dataclass(frozen=True)
 class OffsetSpec:
-    """``"earliest"``/``"latest"`` (``default``) or per-partition offsets (-2 earliest, -1 latest)."""
+    """``"earliest"``/``"latest"`` (``default``) or per-partition offsets (-2 earliest, -1 latest).
+
+    With ``by_timestamp`` the values are timestamps (ms since the epoch), each standing for the first
+    offset whose record timestamp is at or after it; where there is none, ``on_no_match`` says what
+    to do: ``"latest"`` (the high watermark) or ``"error"``.
+    """
 
     option: str
     default: int | None = None
     per_partition: Mapping[TopicPartition, int] = field(default_factory=dict)
+    by_timestamp: bool = False
+    on_no_match: str = "latest"
 
     def for_partitions(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset or sentinel for each partition; a JSON spec must name every one."""
@@ -85,8 +97,10 @@ class OffsetSpec:
         missing = sorted(set(tps) - set(self.per_partition))
         if missing:
             names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
-            raise ConfigError(f"option {self.option} gives offsets per partition but not for {names}; "
-                              "name every partition of the subscription (-2 earliest, -1 latest)")
+            what = "timestamps" if self.by_timestamp else "offsets"
+            how = "" if self.by_timestamp else " (-2 earliest, -1 latest)"
+            raise ConfigError(f"option {self.option} gives {what} per partition but not for {names}; "
+                              f"name every partition of the subscription{how}")
         return {tp: self.per_partition[tp] for tp in tps}
 
 
@@ -100,6 +114,10 @@ class SourceOptions:
     ending: OffsetSpec
     consumer_properties: tuple[tuple[str, str], ...] = ()
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay: float = 900.0  # seconds; Spark's default is 15m
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = True
     poll_timeout: float = 120.0
@@ -123,16 +141,23 @@ def parse_options(options: Mapping[str, str], streaming: bool | None) -> SourceO
     """Check ``options`` (Spark's strings) for a batch (False), streaming (True) or either (None) read."""
     lowered = {str(k).lower(): str(v) for k, v in options.items()}
     _reject_unknown(lowered)
+    for key in ("fetchoffset.numretries", "fetchoffset.retryintervalms"):  # no effect, but as Spark checks them
+        if key in lowered and not lowered[key].strip().isdigit():
+            raise ConfigError(f"option {NO_EFFECT_OPTIONS[key]} must be a non-negative integer, got {lowered[key]!r}")
     bootstrap = lowered.get("kafka.bootstrap.servers", "").strip()
     if not bootstrap:
         raise ConfigError("option kafka.bootstrap.servers is required (e.g. '127.0.0.1:9092')")
     return SourceOptions(
         bootstrap_servers=bootstrap,
         subscription=_subscription(lowered),
-        starting=_starting(lowered.get("startingoffsets"), streaming),
-        ending=_ending(lowered.get("endingoffsets"), streaming),
+        starting=_starting(lowered, streaming),
+        ending=_ending(lowered, streaming),
         consumer_properties=_consumer_properties(lowered),
         max_offsets_per_trigger=_positive_int(lowered, "maxoffsetspertrigger"),
+        min_offsets_per_trigger=_positive_int(lowered, "minoffsetspertrigger"),
+        max_trigger_delay=_duration(lowered, "maxtriggerdelay", 900.0),
+        min_partitions=_positive_int(lowered, "minpartitions"),
+        max_records_per_partition=_positive_int(lowered, "maxrecordsperpartition"),
         fail_on_data_loss=_boolean(lowered, "failondataloss", True),
         include_headers=_boolean(lowered, "includeheaders", True),
         poll_timeout=(_positive_int(lowered, "kafkaconsumer.polltimeoutms") or 120000) / 1000,
@@ -141,11 +166,8 @@ def parse_options(options: Mapping[str, str], streaming: bool | None) -> SourceO
 
 def _reject_unknown(lowered: Mapping[str, str]) -> None:
     for key in lowered:
-        if key.startswith(KAFKA_PREFIX) or key in KNOWN_OPTIONS or key == "path":
+        if key.startswith(KAFKA_PREFIX) or key in KNOWN_OPTIONS or key in NO_EFFECT_OPTIONS or key == "path":
             continue
-        if key in UNSUPPORTED_OPTIONS:
-            raise ConfigError(f"option {UNSUPPORTED_OPTIONS[key]} of Spark's Kafka source is not supported "
-                              "by the aiokafka_lite source")
         close = difflib.get_close_matches(key, list(KNOWN_OPTIONS), n=1)
         hint = f" (did you mean {KNOWN_OPTIONS[close[0]]}?)" if close else ""
         known = ", ".join(sorted(KNOWN_OPTIONS.values()))
@@ -187,18 +209,33 @@ def _json_partitions(value: str) -> tuple[TopicPartition, ...]:
     return tuple(sorted(set(tps)))
 
 
-def _starting(value: str | None, streaming: bool | None) -> OffsetSpec:
-    spec = _offset_spec("startingOffsets", value, EARLIEST if not streaming else LATEST)
+def _starting(lowered: Mapping[str, str], streaming: bool | None) -> OffsetSpec:
+    # As in Spark: startingTimestamp, then startingOffsetsByTimestamp, then startingOffsets.
+    strategy = lowered.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise ConfigError("option startingOffsetsByTimestampStrategy must be 'error' or 'latest', got "
+                          f"{lowered['startingoffsetsbytimestampstrategy']!r}")
+    by_time = _timestamp_spec(lowered, "startingtimestamp", "startingoffsetsbytimestamp", strategy)
+    if by_time is not None:
+        return by_time
+    spec = _offset_spec("startingOffsets", lowered.get("startingoffsets"), EARLIEST if not streaming else LATEST)
     if streaming is False and LATEST in _sentinels(spec):
         raise ConfigError("option startingOffsets cannot be 'latest' (or -1) for a batch read: "
                           "nothing would be read")
     return spec
 
 
-def _ending(value: str | None, streaming: bool | None) -> OffsetSpec:
-    if value is not None and streaming:
-        raise ConfigError("option endingOffsets is for batch reads only; a streaming query has no end")
-    spec = _offset_spec("endingOffsets", value, LATEST)
+def _ending(lowered: Mapping[str, str], streaming: bool | None) -> OffsetSpec:
+    given = [KNOWN_OPTIONS[key] for key in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+             if key in lowered]
+    if given and streaming:
+        raise ConfigError(f"option {given[0]} is for batch reads only; a streaming query has no end")
+    # As in Spark: endingTimestamp, then endingOffsetsByTimestamp, then endingOffsets; a timestamp
+    # past the last record ends at the latest offset.
+    by_time = _timestamp_spec(lowered, "endingtimestamp", "endingoffsetsbytimestamp", "latest")
+    if by_time is not None:
+        return by_time
+    spec = _offset_spec("endingOffsets", lowered.get("endingoffsets"), LATEST)
     if EARLIEST in _sentinels(spec):
         raise ConfigError("option endingOffsets cannot be 'earliest' (or -2): nothing would be read")
     return spec
@@ -216,16 +253,41 @@ def _offset_spec(option: str, value: str | None, default: int) -> OffsetSpec:
     if word in ("earliest", "latest"):
         return OffsetSpec(option, default=EARLIEST if word == "earliest" else LATEST)
     parsed = _json_object(option, value, '"earliest", "latest" or {"topic": {"0": 23, "1": -2}}')
-    offsets: dict[TopicPartition, int] = {}
+    offsets = _per_partition(option, parsed, EARLIEST, "an offset >= -2 (-2 earliest, -1 latest)")
+    return OffsetSpec(option, per_partition=offsets)
+
+
+def _timestamp_spec(lowered: Mapping[str, str], one_key: str, json_key: str, on_no_match: str) -> OffsetSpec | None:
+    """The timestamp option that applies (one for every partition, else one per partition), if any."""
+    if one_key in lowered:
+        option, raw = KNOWN_OPTIONS[one_key], lowered[one_key]
+        try:
+            timestamp = int(raw.strip())
+        except ValueError:
+            timestamp = -1
+        if timestamp < 0:
+            raise ConfigError(f"option {option} must be a timestamp in ms since the epoch, got {raw!r}")
+        return OffsetSpec(option, default=timestamp, by_timestamp=True, on_no_match=on_no_match)
+    if json_key in lowered:
+        option = KNOWN_OPTIONS[json_key]
+        parsed = _json_object(option, lowered[json_key], '{"topic": {"0": 1700000000000}}')
+        timestamps = _per_partition(option, parsed, 0, "a timestamp in ms since the epoch")
+        return OffsetSpec(option, per_partition=timestamps, by_timestamp=True, on_no_match=on_no_match)
+    return None
+
+
+def _per_partition(option: str, parsed: Mapping[str, Any], minimum: int, what: str) -> dict[TopicPartition, int]:
+    """``{"topic": {"partition": number}}`` checked: partition numbers, and numbers >= ``minimum``."""
+    values: dict[TopicPartition, int] = {}
     for topic, parts in parsed.items():
         if not isinstance(parts, dict):
-            raise ConfigError(f"option {option}: topic {topic!r} must map to {{partition: offset}}, got {parts!r}")
-        for partition, offset in parts.items():
-            if not str(partition).isdigit() or not _is_int(offset) or offset < EARLIEST:
-                raise ConfigError(f"option {option}: {topic!r} partition {partition!r} -> {offset!r} is not a "
-                                  "partition number and an offset >= -2 (-2 earliest, -1 latest)")
-            offsets[TopicPartition(topic, int(partition))] = offset
-    return OffsetSpec(option, per_partition=offsets)
+            raise ConfigError(f"option {option}: topic {topic!r} must map to {{partition: number}}, got {parts!r}")
+        for partition, value in parts.items():
+            if not str(partition).isdigit() or not _is_int(value) or value < minimum:
+                raise ConfigError(f"option {option}: {topic!r} partition {partition!r} -> {value!r} is not a "
+                                  f"partition number and {what}")
+            values[TopicPartition(topic, int(partition))] = value
+    return values
 
 
 def _json_object(option: str, value: str, expected: str) -> dict[str, Any]:
@@ -272,6 +334,23 @@ def _positive_int(lowered: Mapping[str, str], key: str) -> int | None:
     if number <= 0:
         raise ConfigError(f"option {KNOWN_OPTIONS[key]} must be a positive integer, got {raw!r}")
     return number
+
+
+# Spark's time strings (JavaUtils.timeStringAsMs): a number and a unit, milliseconds without one.
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_TIME_STRING = re.compile(r"(\d+)\s*([a-z]*)")
+
+
+def _duration(lowered: Mapping[str, str], key: str, default: float) -> float:
+    """Seconds, from a time string such as ``"15m"``, ``"30s"`` or ``"500"`` (ms)."""
+    raw = lowered.get(key)
+    if raw is None:
+        return default
+    match = _TIME_STRING.fullmatch(raw.strip().lower())
+    if match is None or (match.group(2) or "ms") not in _TIME_UNITS:
+        raise ConfigError(f"option {KNOWN_OPTIONS[key]} must be a duration such as '15m', '30s' or '500ms', "
+                          f"got {raw!r}")
+    return int(match.group(1)) * _TIME_UNITS[match.group(2) or "ms"]
 
 
 def _boolean(lowered: Mapping[str, str], key: str, default: bool) -> bool:

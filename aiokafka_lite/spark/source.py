@@ -1,14 +1,17 @@
 """The ``aiokafka_lite`` data source: Spark 4's Python Data Source API over this package's consumer.
 
-The driver resolves offsets and plans one Spark partition per Kafka partition range; each
-executor task reads its range with a manually assigned, group-less consumer. A streaming query's
-offsets are ``{"topic": {"partition": offset}}`` dicts that Spark writes to its checkpoint, so a
-restarted query resumes exactly where the last committed micro-batch ended.
+The driver resolves offsets and plans one Spark partition per Kafka partition range (or several,
+with ``minPartitions`` / ``maxRecordsPerPartition``); each executor task reads its range with a
+manually assigned, group-less consumer. A streaming query's offsets are
+``{"topic": {"partition": offset}}`` dicts that Spark writes to its checkpoint, so a restarted query
+resumes exactly where the last committed micro-batch ended.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -17,8 +20,17 @@ from pyspark.sql.types import StructType
 from ..errors import ConfigError
 from ..structs import TopicPartition
 from .kafka_io import DataLossError, DriverLookups, read_range
-from .offsets import JsonOffsets, OffsetRange, cap, check_batch_bounds, from_json, plan_ranges, to_json
-from .options import SourceOptions, parse_options
+from .offsets import (
+    JsonOffsets,
+    OffsetRange,
+    cap,
+    check_batch_bounds,
+    from_json,
+    plan_ranges,
+    split_ranges,
+    to_json,
+)
+from .options import EARLIEST, SourceOptions, parse_options
 from .rows import arrow_schema, schema_ddl, to_spark_batch
 
 try:  # Spark >= 4.2: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
@@ -62,10 +74,26 @@ class KafkaDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = parse_options(self.options, streaming=True)
-        if options.max_offsets_per_trigger is not None and not HAS_ADMISSION_CONTROL:
-            raise ConfigError("option maxOffsetsPerTrigger needs Spark 4.2 or later (admission control "
-                              "for Python data sources)")
+        limits = {"maxOffsetsPerTrigger": options.max_offsets_per_trigger,
+                  "minOffsetsPerTrigger": options.min_offsets_per_trigger}
+        for option, value in limits.items():
+            if value is not None and not HAS_ADMISSION_CONTROL:
+                raise ConfigError(f"option {option} needs Spark 4.2 or later (admission control for Python "
+                                  "data sources)")
         return KafkaStreamReader(options, schema)
+
+
+def _tasks(options: SourceOptions, ranges: list[OffsetRange],
+           beginning: Callable[[list[TopicPartition]], dict[TopicPartition, int]]) -> list[InputPartition]:
+    """One Spark partition per range, after the ranges are split as the options ask (``beginning``
+    looks up the log start of partitions that appeared since the start: a split needs numbers)."""
+    if options.min_partitions is not None or options.max_records_per_partition is not None:
+        new = [r.tp for r in ranges if r.start == EARLIEST]
+        starts = beginning(new) if new else {}
+        ranges = [OffsetRange(r.topic, r.partition, starts[r.tp], r.end) if r.start == EARLIEST else r
+                  for r in ranges]
+        ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    return [KafkaRangePartition(r) for r in ranges]
 
 
 def _read(options: SourceOptions, schema: StructType, partition: InputPartition) -> Iterator[Any]:
@@ -88,8 +116,8 @@ class KafkaBatchReader(DataSourceReader):
             tps = lookups.partitions()
             start = lookups.resolve(tps, self._options.starting)
             end = lookups.resolve(tps, self._options.ending)
-        check_batch_bounds(start, end)
-        return [KafkaRangePartition(r) for r in plan_ranges(start, end)]
+            check_batch_bounds(start, end, self._options.starting.option, self._options.ending.option)
+            return _tasks(self._options, plan_ranges(start, end), lookups.beginning)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self._options, self._schema, partition)
@@ -103,6 +131,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._schema = schema
         self._lookups: DriverLookups | None = None  # opened on first use: the reader is pickled first
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end point
+        self._last_batch = -math.inf  # monotonic time of the last trigger that ran a batch
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_lookups": None}
@@ -123,11 +152,27 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = from_json(start)
         begin.update(self._driver().beginning([tp for tp in available if tp not in begin]))
         end = self._checked(begin, available)
+        if self._delayed(begin, end):
+            return to_json(from_json(start))  # the start again: no batch this trigger
         max_rows = limit.max_rows if HAS_ADMISSION_CONTROL and isinstance(limit, ReadMaxRows) else None
         if max_rows is not None:
             end = cap(begin, end, max_rows)
         # Partitions that vanished keep their offset; new ones appear from their log start.
         return to_json({**begin, **end})
+
+    def _delayed(self, begin: dict[TopicPartition, int], end: dict[TopicPartition, int]) -> bool:
+        """minOffsetsPerTrigger: skip triggers while fewer offsets wait, until maxTriggerDelay has passed
+        since the last batch (as Spark's source does). Never under Trigger.AvailableNow, which must
+        reach its end rather than wait for records that may never come."""
+        minimum = self._options.min_offsets_per_trigger
+        if minimum is None or self._target is not None:
+            return False
+        now = time.monotonic()
+        waiting = sum(max(end[tp] - begin.get(tp, end[tp]), 0) for tp in end)
+        if waiting < minimum and now - self._last_batch < self._options.max_trigger_delay:
+            return True
+        self._last_batch = now
+        return False
 
     def _available(self) -> dict[TopicPartition, int]:
         if self._target is not None:
@@ -159,7 +204,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(lookups.end(lookups.partitions()))
 
     def partitions(self, start: JsonOffsets, end: JsonOffsets) -> Sequence[InputPartition]:
-        return [KafkaRangePartition(r) for r in plan_ranges(from_json(start), from_json(end))]
+        return _tasks(self._options, plan_ranges(from_json(start), from_json(end)),
+                      lambda tps: self._driver().beginning(tps))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self._options, self._schema, partition)

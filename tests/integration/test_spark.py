@@ -9,9 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +47,12 @@ def _parse(**options: str) -> Any:
     ({"subscribe": "a", "maxOffsetsPerTrigger": "-3"}, "maxOffsetsPerTrigger"),
     ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
     ({"subscribe": "a", "startingOfsets": "earliest"}, "did you mean startingOffsets"),
-    ({"subscribe": "a", "minPartitions": "4"}, "minPartitions"),
+    ({"subscribe": "a", "minPartitions": "0"}, "minPartitions must be a positive integer"),
+    ({"subscribe": "a", "maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+    ({"subscribe": "a", "fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries must be a non-negative integer"),
+    ({"subscribe": "a", "startingTimestamp": "yesterday"}, "startingTimestamp must be a timestamp"),
+    ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "earliest"}, "'error' or 'latest'"),
+    ({"subscribe": "a", "endingOffsetsByTimestamp": '{"a": {"0": -1}}'}, "endingOffsetsByTimestamp"),
     ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
     ({"subscribe": "a", "kafka.max.poll.records": "0"}, r"max\.poll\.records=0"),  # as the user spelled it
 ])
@@ -108,23 +111,9 @@ def _spark_kafka_jars() -> tuple[str | None, list[str]]:
 def spark() -> Iterator[Any]:
     if not HAS_PYSPARK:
         pytest.skip("pyspark/pyarrow not installed: pip install 'aiokafka-lite[spark]'")
-    from pyspark.sql import SparkSession
-
-    from aiokafka_lite.spark import register
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors import aiokafka_lite from this venv
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from benchmarks.spark_compare import spark_session
     kafka_source, jars = _spark_kafka_jars()
-    session = (SparkSession.builder.master("local[2]").appName("aiokafka-lite-tests")
-               .config("spark.jars", ",".join(jars))
-               .config("spark.driver.memory", "768m")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.host", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = spark_session(2, jars, driver_memory="768m")
     session.conf.set("aiokafka_lite.tests.spark_kafka", kafka_source if jars else "")
     yield session
     session.stop()
@@ -319,3 +308,126 @@ def test_driver_names_what_is_missing_logs_an_empty_pattern_once_and_creates_no_
         f"subscribePattern '{absent}.*' matches no topic on {bootstrap}: the read returns no rows"]
     with lookups(subscribePattern=f"{unique_topic}|{absent}") as driver:  # asking created nothing
         assert driver.partitions() == [TopicPartition(unique_topic, p) for p in range(2)]
+
+
+# --- Spark's read options, side by side with Spark's own Kafka source --------------------------------
+
+ROW_COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp")
+
+
+def _rows_of(spark: Any, source: str, bootstrap: str, options: dict[str, str]) -> tuple[str, Any]:
+    """("rows", sorted row tuples, number of Spark partitions) or ("error", text) of one batch read."""
+    try:
+        reader = spark.read.format(source).option("kafka.bootstrap.servers", bootstrap)
+        for name, value in options.items():
+            reader = reader.option(name, value)
+        df = reader.load().select(*ROW_COLUMNS)
+        rows = sorted(tuple(r) for r in df.collect())
+        return "rows", (rows, df.rdd.getNumPartitions())
+    except Exception as exc:  # Py4J and Spark's own errors: only their text matters here
+        return "error", str(exc)
+
+
+def _timestamp_cases(topic: str, base: int) -> dict[str, dict[str, str]]:
+    """Options with timestamps of the records _records() stamps (record i at base + i, partition i % 3)."""
+    past_end = str(base + 10_000)
+    return {
+        "startingTimestamp": {"startingTimestamp": str(base + 40)},
+        "startingOffsetsByTimestamp": {"startingOffsetsByTimestamp": json.dumps(
+            {topic: {"0": base + 10, "1": base + 50, "2": base + 89}})},
+        "endingTimestamp": {"endingTimestamp": str(base + 61)},
+        "endingOffsetsByTimestamp": {"startingOffsets": "earliest", "endingOffsetsByTimestamp": json.dumps(
+            {topic: {"0": base + 30, "1": base + 1, "2": base + 10_000}})},
+        "both-ends": {"startingTimestamp": str(base + 20), "endingTimestamp": str(base + 70)},
+        "start-past-end-latest": {"startingTimestamp": past_end, "startingOffsetsByTimestampStrategy": "latest"},
+        "start-past-end-error": {"startingTimestamp": past_end},
+        "end-past-end": {"endingTimestamp": past_end},
+    }
+
+
+@needs_spark
+def test_timestamp_options_return_the_rows_sparks_source_returns(spark, spark_kafka_source, bootstrap,
+                                                                  unique_topic):
+    create_topic(bootstrap, unique_topic, partitions=3)
+    sent = _records("t", 90, 3)
+    produce(bootstrap, unique_topic, sent, enable_idempotence=True)
+    for case, options in _timestamp_cases(unique_topic, sent[0]["timestamp"]).items():
+        options = {"subscribe": unique_topic, **options}
+        theirs = _rows_of(spark, "kafka", bootstrap, options)
+        ours = _rows_of(spark, FORMAT, bootstrap, options)
+        if case == "start-past-end-error":
+            assert theirs[0] == ours[0] == "error", (theirs, ours)
+            assert "startingOffsetsByTimestampStrategy=latest" in ours[1], ours[1][:3000]
+            continue
+        assert theirs[0] == ours[0] == "rows", (case, theirs, ours)
+        assert ours[1][0] == theirs[1][0], case
+        if case == "startingTimestamp":
+            assert len(ours[1][0]) == 50, "records 40..89"
+        if case == "start-past-end-latest":
+            assert ours[1][0] == []
+        if case == "end-past-end":
+            assert len(ours[1][0]) == 90
+
+
+@needs_spark
+def test_min_partitions_and_max_records_split_one_partition_as_sparks_source_does(spark, spark_kafka_source,
+                                                                                  bootstrap, unique_topic):
+    create_topic(bootstrap, unique_topic, partitions=1)
+    produce(bootstrap, unique_topic, [(None, f"v{i}") for i in range(2000)], enable_idempotence=True)
+    whole = _rows_of(spark, FORMAT, bootstrap, {"subscribe": unique_topic})
+    assert whole[0] == "rows", whole
+    assert whole[1][1] == 1
+    for options, tasks in [({"minPartitions": "4"}, 4), ({"maxRecordsPerPartition": "300"}, 7),
+                           ({"minPartitions": "2", "startingOffsets": json.dumps({unique_topic: {"0": 1999}})}, 1)]:
+        options = {"subscribe": unique_topic, **options}
+        ours = _rows_of(spark, FORMAT, bootstrap, options)
+        theirs = _rows_of(spark, "kafka", bootstrap, options)
+        assert ours[0] == theirs[0] == "rows", (options, ours, theirs)
+        assert ours[1][1] == tasks, options
+        assert ours[1][0] == theirs[1][0], options
+        if "maxRecordsPerPartition" not in options:  # Spark's source counts its tasks the same way
+            assert theirs[1][1] == tasks, options
+    assert _rows_of(spark, FORMAT, bootstrap, {"subscribe": unique_topic, "minPartitions": "4"})[1][0] == whole[1][0]
+
+
+def _parquet_rows(spark: Any, out: Path) -> int:
+    written = list(out.glob("*.parquet"))
+    return spark.read.parquet(*map(str, written)).count() if written else 0
+
+
+@needs_spark
+def test_min_offsets_per_trigger_waits_for_enough_records_or_the_trigger_delay(spark, bootstrap, unique_topic,
+                                                                               tmp_path):
+    create_topic(bootstrap, unique_topic, partitions=2)
+    produce(bootstrap, unique_topic, _records("m1", 10, 2), enable_idempotence=True)
+    out = tmp_path / "out"
+    query = (spark.readStream.format(FORMAT).option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", unique_topic).option("startingOffsets", "earliest")
+             .option("minOffsetsPerTrigger", "50").option("maxTriggerDelay", "8s")
+             .load().select("partition", "offset")
+             .writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(processingTime="500 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 60
+        while _parquet_rows(spark, out) < 10 and time.monotonic() < deadline:  # the first trigger runs
+            time.sleep(0.2)
+        assert _parquet_rows(spark, out) == 10
+        first_batch_at = time.monotonic()
+        produce(bootstrap, unique_topic, _records("m2", 20, 2))  # 20 < 50: no batch yet
+        time.sleep(3)
+        assert _parquet_rows(spark, out) == 10, "a batch ran with fewer than minOffsetsPerTrigger records"
+        produce(bootstrap, unique_topic, _records("m3", 40, 2))  # 60 waiting: the next trigger runs
+        while _parquet_rows(spark, out) < 70 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _parquet_rows(spark, out) == 70
+        assert time.monotonic() - first_batch_at < 8, "the batch waited for the delay, not for the records"
+        produce(bootstrap, unique_topic, _records("m4", 5, 2))  # too few, until maxTriggerDelay passes
+        enough_at = time.monotonic()
+        while _parquet_rows(spark, out) < 75 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _parquet_rows(spark, out) == 75
+        assert time.monotonic() - enough_at > 5, "5 records ran a batch long before maxTriggerDelay"
+    finally:
+        query.stop()
+    assert query.exception() is None
