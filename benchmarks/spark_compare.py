@@ -2,12 +2,17 @@
 
     python benchmarks/spark_compare.py                       # starts Apache Kafka 4.3.1, 500,000 x 100 B
     python benchmarks/spark_compare.py --bootstrap 127.0.0.1:9092 --records 200000 --runs 3
+    python benchmarks/spark_compare.py --cluster 2 --partitions 1 --records 1000000 --min-partitions 4
 
 Spark's source is ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>`` when Maven Central
 serves it, else the newest served release below it (said in one line), or ``--spark-kafka-version``;
 fetched with Maven into ~/.cache/aiokafka-lite. Both read the
-whole topic in one batch query on ``local[N]`` and compute ``count(*)`` and ``sum(length(value))``,
-so every value is materialised in Spark. The first run of each source is a warm-up (JVM JIT,
+whole topic in one batch query on ``local[N]``, or with ``--cluster N`` on a Spark standalone cluster
+of N one-core workers on loopback (aiokafka_lite.testing.spark_standalone: executors in processes
+of their own), and compute ``count(*)`` and ``sum(length(value))``,
+so every value is materialised in Spark. With ``--min-partitions M`` each source also
+reads with ``minPartitions=M``, which splits large Kafka partitions into M tasks. The first run of
+each source is a warm-up (JVM JIT,
 Python workers); the best of the timed runs is reported, as records/s, with the ratio of ours to
 Spark's. The record decoder the Python workers ran (native, or python with AIOKAFKA_LITE_NO_NATIVE=1)
 is asked from a worker and recorded; the figures go to ``benchmarks/results/spark_compare_<decoder>.json``
@@ -26,29 +31,31 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-PARTITIONS = 4
+PARTITIONS = 4  # the topic's partitions unless --partitions says otherwise
 RESULTS = Path(__file__).parent / "results"
 
 
-def _values(count: int, size: int) -> Iterator[dict[str, Any]]:
+def _values(count: int, size: int, partitions: int) -> Iterator[dict[str, Any]]:
     noise = os.urandom(size).hex().encode()
     for i in range(count):
         head = b'{"seq":%09d,"k":"' % i
         start = (i * 7) % size
         body = (noise[start:] + noise)[:size - len(head) - 2]
-        yield {"value": head + body + b'"}', "partition": i % PARTITIONS}
+        yield {"value": head + body + b'"}', "partition": i % partitions}
 
 
-def fill_topic(bootstrap: str, records: int, size: int) -> str:
+def fill_topic(bootstrap: str, records: int, size: int, partitions: int = PARTITIONS) -> str:
     from aiokafka_lite.testing.helpers import create_topic, produce
     topic = f"spark-bench-{uuid.uuid4().hex[:6]}"
     began = time.monotonic()
-    create_topic(bootstrap, topic, partitions=PARTITIONS)
-    produce(bootstrap, topic, _values(records, size), linger_ms=20, batch_size=1_000_000, enable_idempotence=True)
-    print(f"produced {records:,} x {size} B to {topic} ({PARTITIONS} partitions) in "
+    create_topic(bootstrap, topic, partitions=partitions)
+    produce(bootstrap, topic, _values(records, size, partitions), linger_ms=20, batch_size=1_000_000,
+            enable_idempotence=True)
+    print(f"produced {records:,} x {size} B to {topic} ({partitions} partitions) in "
           f"{time.monotonic() - began:.1f} s", flush=True)
     return topic
 
@@ -143,20 +150,43 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("-")[0].split("."))
 
 
-def spark_session(cores: int, jars: list[str]) -> Any:
+def spark_session(cores: int, jars: list[str], master: str | None = None, driver_memory: str = "2g") -> Any:
+    """A session on ``local[cores]``, or on the standalone ``master`` with ``cores`` one-core executors;
+    loopback only, no UI, times in UTC, the aiokafka_lite source registered. The tests use it too."""
     from pyspark.sql import SparkSession
 
     from aiokafka_lite.spark import register
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("aiokafka-lite-spark-bench")
-             .config("spark.jars", ",".join(jars))
-             .config("spark.driver.memory", "2g")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", str(cores))
-             .getOrCreate())
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, and no warning about the host name
+    # The Python workers (the driver's, which create and plan the source, and the executors') import
+    # aiokafka_lite from this interpreter: the driver JVM reads these when it starts them.
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = (SparkSession.builder.master(master or f"local[{cores}]").appName("aiokafka-lite-spark")
+               .config("spark.jars", ",".join(jars))
+               .config("spark.driver.memory", driver_memory)
+               .config("spark.pyspark.python", sys.executable)
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", str(cores))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1"))
+    if master is not None:
+        builder = (builder.config("spark.executor.memory", "1g").config("spark.executor.cores", "1")
+                   .config("spark.cores.max", str(cores)))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
+    if master is not None:
+        _wait_for_executors(spark, cores)
     return spark
+
+
+def _wait_for_executors(spark: Any, count: int, timeout: float = 120.0) -> None:
+    """Executors register a moment after the session starts; a read before then would run on fewer."""
+    deadline = time.monotonic() + timeout
+    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < count + 1:  # + the driver's entry
+        if time.monotonic() > deadline:
+            raise SystemExit(f"fewer than {count} executors registered with the cluster in {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 def worker_decoder(spark: Any) -> str:
@@ -168,33 +198,40 @@ def worker_decoder(spark: Any) -> str:
     return str(spark.sparkContext.parallelize([0], 1).map(probe).collect()[0])
 
 
-def read_all(spark: Any, source: str, bootstrap: str, topic: str) -> tuple[int, int, float]:
+def read_all(spark: Any, source: str, bootstrap: str, topic: str, min_partitions: int | None = None
+             ) -> tuple[int, int, float]:
     """(records, value bytes, seconds) for one full batch read of ``topic``."""
     from pyspark.sql import functions as F
     began = time.monotonic()
-    row = (spark.read.format(source)
-           .option("kafka.bootstrap.servers", bootstrap)
-           .option("subscribe", topic)
-           .option("startingOffsets", "earliest")
-           .option("endingOffsets", "latest")
-           .load()
-           .agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes"))
-           .collect()[0])
+    reader = (spark.read.format(source)
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic)
+              .option("startingOffsets", "earliest")
+              .option("endingOffsets", "latest"))
+    if min_partitions is not None:
+        reader = reader.option("minPartitions", str(min_partitions))
+    row = reader.load().agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).collect()[0]
     return int(row.n), int(row.bytes or 0), time.monotonic() - began
 
 
-def measure(spark: Any, source: str, bootstrap: str, topic: str, expected: int, runs: int) -> list[float]:
+def measure(spark: Any, source: str, bootstrap: str, topic: str, expected: int, runs: int,
+            min_partitions: int | None = None) -> list[float]:
     """Records/s of ``runs`` timed reads after one warm-up."""
     rates: list[float] = []
+    name = _variant(source, min_partitions)
     for attempt in range(runs + 1):
-        count, _, seconds = read_all(spark, source, bootstrap, topic)
+        count, _, seconds = read_all(spark, source, bootstrap, topic, min_partitions)
         if count != expected:
-            raise SystemExit(f"{source}: read {count:,} records, expected {expected:,}")
+            raise SystemExit(f"{name}: read {count:,} records, expected {expected:,}")
         label = "warm-up" if attempt == 0 else f"run {attempt}"
-        print(f"  {source:13} {label:8} {seconds:6.2f} s  {count / seconds:12,.0f} records/s", flush=True)
+        print(f"  {name:30} {label:8} {seconds:6.2f} s  {count / seconds:12,.0f} records/s", flush=True)
         if attempt:
             rates.append(count / seconds)
     return rates
+
+
+def _variant(source: str, min_partitions: int | None) -> str:
+    return source if min_partitions is None else f"{source} minPartitions={min_partitions}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,50 +239,64 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="an existing broker (default: start Apache Kafka 4.3.1 here)")
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=100, help="value size in bytes")
+    parser.add_argument("--partitions", type=int, default=PARTITIONS, help="the topic's partitions")
     parser.add_argument("--runs", type=int, default=3, help="timed runs per source (after one warm-up)")
     parser.add_argument("--cores", type=int, default=2, help="local[N]")
+    parser.add_argument("--cluster", type=int, metavar="N", help="a Spark standalone cluster of N one-core "
+                        "workers on loopback instead of local[--cores]")
+    parser.add_argument("--min-partitions", type=int, help="also read with minPartitions=M")
     parser.add_argument("--spark-kafka-version", help="version of spark-sql-kafka-0-10 (default: pyspark's "
                         "when Maven Central serves it, else the newest served one below it)")
     parser.add_argument("--token-provider-version", help="version of spark-token-provider-kafka-0-10 "
                         "(default: the same as --spark-kafka-version)")
     parser.add_argument("--json", help="write the figures to this file (default: "
-                        "benchmarks/results/spark_compare_<decoder>.json)")
+                        "benchmarks/results/spark_compare_<decoder>[_cluster].json)")
     args = parser.parse_args(argv)
 
     kafka_version, jars = spark_kafka_jars(args.spark_kafka_version, args.token_provider_version)
-    broker = None
-    if args.bootstrap is None:
-        from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
-        broker = ApacheKafkaBroker("4.3.1").start()
-    bootstrap = args.bootstrap if broker is None else broker.bootstrap_servers
-    try:
-        topic = fill_topic(bootstrap, args.records, args.size)
-        spark = spark_session(args.cores, jars)
-        try:
-            decoder = worker_decoder(spark)
-            print(f"aiokafka_lite record decoder in the Python workers: {decoder}", flush=True)
-            runs = {source: measure(spark, source, bootstrap, topic, args.records, args.runs)
-                    for source in ("kafka", "aiokafka_lite")}
-            version = spark.version
-        finally:
-            spark.stop()
-    finally:
-        if broker is not None:
-            broker.stop()
-    results = {source: max(rates) for source, rates in runs.items()}
-    ratio = results["aiokafka_lite"] / results["kafka"]
-    print(f"\nSpark {version}, local[{args.cores}], {args.records:,} records x {args.size} B, "
-          f"{PARTITIONS} partitions, best of {args.runs}:")
-    print(f"  Spark's Kafka source (spark-sql-kafka-0-10 {kafka_version}): {results['kafka']:12,.0f} records/s")
-    print(f"  aiokafka_lite Python data source ({decoder.split()[0]:6}):   {results['aiokafka_lite']:12,.0f} records/s")
-    print(f"  ratio aiokafka_lite / kafka:                 {ratio:12.2f}")
-    path = Path(args.json) if args.json else RESULTS / f"spark_compare_{decoder.split()[0]}.json"
+    cores = args.cluster or args.cores
+    splits = [None] if args.min_partitions is None else [None, args.min_partitions]
+    variants = [(source, split) for split in splits for source in ("kafka", "aiokafka_lite")]
+    with ExitStack() as stack:
+        bootstrap = args.bootstrap
+        if bootstrap is None:
+            from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+            broker = ApacheKafkaBroker("4.3.1").start()
+            stack.callback(broker.stop)
+            bootstrap = broker.bootstrap_servers
+        master = None
+        if args.cluster:
+            from aiokafka_lite.testing.spark_standalone import spark_standalone
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="spark-standalone-")))
+            master = stack.enter_context(spark_standalone(workdir, workers=args.cluster)).master_url
+        topic = fill_topic(bootstrap, args.records, args.size, args.partitions)
+        spark = spark_session(cores, jars, master)
+        stack.callback(spark.stop)
+        decoder = worker_decoder(spark)
+        print(f"aiokafka_lite record decoder in the Python workers: {decoder}", flush=True)
+        runs = {_variant(source, split): measure(spark, source, bootstrap, topic, args.records, args.runs, split)
+                for source, split in variants}
+        version = spark.version
+    results = {name: max(rates) for name, rates in runs.items()}
+    ratios = {_variant("aiokafka_lite / kafka", split): results[_variant("aiokafka_lite", split)]
+              / results[_variant("kafka", split)] for split in splits}
+    where = f"standalone, {args.cluster} one-core workers" if args.cluster else f"local[{args.cores}]"
+    print(f"\nSpark {version}, {where}, {args.records:,} records x {args.size} B, {args.partitions} "
+          f"partitions, best of {args.runs} (spark-sql-kafka-0-10 {kafka_version}; aiokafka_lite decoder "
+          f"{decoder.split()[0]}):")
+    for name, rate in results.items():
+        print(f"  {name:40} {rate:12,.0f} records/s")
+    for name, ratio in ratios.items():
+        print(f"  ratio {name:34} {ratio:12.2f}")
+    suffix = "_cluster" if args.cluster else ""
+    path = Path(args.json) if args.json else RESULTS / f"spark_compare_{decoder.split()[0]}{suffix}.json"
     path.write_text(json.dumps({
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "spark": version,
         "spark_sql_kafka": kafka_version, "broker": args.bootstrap or "apache-kafka-4.3.1",
-        "master": f"local[{args.cores}]", "records": args.records, "size": args.size, "partitions": PARTITIONS,
-        "decoder": decoder, "runs": args.runs, "records_per_s_runs": runs, "records_per_s": results,
-        "ratio": ratio}, indent=2) + "\n")
+        "master": where, "records": args.records, "size": args.size, "partitions": args.partitions,
+        "min_partitions": args.min_partitions, "decoder": decoder, "runs": args.runs,
+        "records_per_s_runs": runs, "records_per_s": results,
+        "ratio": ratios[_variant("aiokafka_lite / kafka", None)], "ratios": ratios}, indent=2) + "\n")
     print(f"written to {path}")
     return 0
 
