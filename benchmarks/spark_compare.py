@@ -165,6 +165,7 @@ def spark_session(cores: int, jars: list[str], master: str | None = None, driver
                .config("spark.driver.memory", driver_memory)
                .config("spark.pyspark.python", sys.executable)
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(cores))
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.bindAddress", "127.0.0.1")
