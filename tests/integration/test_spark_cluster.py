@@ -82,8 +82,8 @@ def test_min_partitions_reads_one_partition_on_both_workers_with_sparks_rows(spa
     theirs = _load(spark, "kafka", bootstrap, subscribe=unique_topic, minPartitions="4")
     assert theirs.rdd.getNumPartitions() == 4
     assert ours.count() == theirs.count() == RECORDS
+    # With equal counts, nothing of ours missing from theirs (duplicates counted) means the same rows.
     assert ours.exceptAll(theirs).count() == 0
-    assert theirs.exceptAll(ours).count() == 0
 
 
 def _committed_batches(checkpoint: Path) -> int:
