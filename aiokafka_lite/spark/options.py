@@ -21,6 +21,7 @@ EARLIEST = -2  # Spark's (and Kafka's ListOffsets) sentinel for "the log start"
 LATEST = -1    # ... and for "the high watermark"
 
 KAFKA_PREFIX = "kafka."
+DEFAULT_MAX_TRIGGER_DELAY = 900.0  # seconds: Spark's maxTriggerDelay default, 15m
 
 # Options this source understands, lower-cased, with the spelling users write (for messages).
 KNOWN_OPTIONS = {
@@ -115,7 +116,7 @@ class SourceOptions:
     consumer_properties: tuple[tuple[str, str], ...] = ()
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
-    max_trigger_delay: float = 900.0  # seconds; Spark's default is 15m
+    max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
@@ -155,7 +156,7 @@ def parse_options(options: Mapping[str, str], streaming: bool | None) -> SourceO
         consumer_properties=_consumer_properties(lowered),
         max_offsets_per_trigger=_positive_int(lowered, "maxoffsetspertrigger"),
         min_offsets_per_trigger=_positive_int(lowered, "minoffsetspertrigger"),
-        max_trigger_delay=_duration(lowered, "maxtriggerdelay", 900.0),
+        max_trigger_delay=_duration(lowered, "maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY),
         min_partitions=_positive_int(lowered, "minpartitions"),
         max_records_per_partition=_positive_int(lowered, "maxrecordsperpartition"),
         fail_on_data_loss=_boolean(lowered, "failondataloss", True),
