@@ -9,25 +9,13 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-from pyspark.sql import SparkSession
-
-from aiokafka_lite.spark import register
+from benchmarks.spark_compare import spark_session
 
 
 def main(master: str, bootstrap: str, topic: str, out: str, checkpoint: str, mode: str) -> None:
-    # Spark's Python workers (the driver's and the executors') run this interpreter, which has the package.
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    spark = (SparkSession.builder.master(master).appName(f"aiokafka-lite-stream-{mode}")
-             .config("spark.driver.memory", "512m").config("spark.executor.memory", "1g")
-             .config("spark.executor.cores", "1").config("spark.cores.max", "2")
-             .config("spark.pyspark.python", sys.executable).config("spark.ui.enabled", "false")
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = spark_session(2, [], master, driver_memory="512m")  # Spark's own Kafka source is not needed
     writer = (spark.readStream.format("aiokafka_lite").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", "500").load()
