@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from .. import arrow
+from .. import arrow, structs
 from .._net.cluster import Cluster
 from ..arrow import ArrowBatch
 from ..config import ConsumerConfig
@@ -29,7 +29,7 @@ from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ..subscription import ResetStrategy, SubscriptionState, SubscriptionType
 from ._bounded import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
-from .closing import close_gracefully
+from .closing import close_gracefully, membership_operation
 from .commits import Commits, commit_error, offsets_arg, outcome_of, retrieve_outcome
 from .iteration import IterationBuffer
 from .lifecycle import Closing, SideTasks, Startup, close_by_force
@@ -135,24 +135,28 @@ class Consumer:
             self._member = make_member(cluster, self.config, self._parts, self._timers, self._timers_lock)
         self._stall.start()
 
-    async def close(self, timeout: float | None = 30.0) -> None:
+    async def close(self, timeout: float | None = 30.0,
+                    group_membership: structs.GroupMembershipOperation | str = "default") -> None:
         """Commit (if auto-commit), revoke, LeaveGroup within the timeout, then close by force.
         `timeout=None` bounds the graceful part by request_timeout_ms, as Java does for an
-        unbounded close. Idempotent: a second call waits for the first, but no longer than its
-        own timeout; then it cuts the graceful part short and waits only for the forced part.
-        Cancelled, it cuts the graceful part short too, waits for the forced part (a brief
-        LeaveGroup; nothing the consumer owns is left running) and then re-raises the CancelledError."""
+        unbounded close. `group_membership` (KIP-1092): "default" (dynamic members leave, static
+        ones remain), "leave" (static members too), "remain" (the group is told nothing).
+        Idempotent: a second call waits for the first, but no longer than its own timeout; then
+        it cuts the graceful part short and waits only for the forced part. Cancelled, it cuts the
+        graceful part short too, waits for the forced part (a brief LeaveGroup; nothing the
+        consumer owns is left running) and then re-raises the CancelledError."""
         timeout = check_timeout(timeout)  # NaN or negative: refused before anything closes
+        operation = membership_operation(group_membership)  # so is an unknown operation
         graceful_limit = self.config.request_timeout if timeout is None else timeout
-        await self._closing.close(timeout, lambda: close_gracefully(self._parts, graceful_limit),
-                                  self._close_by_force)
+        await self._closing.close(timeout, lambda: close_gracefully(self._parts, graceful_limit, operation),
+                                  lambda: self._close_by_force(operation))
 
-    async def _close_by_force(self) -> None:
+    async def _close_by_force(self, operation: structs.GroupMembershipOperation) -> None:
         """Cancel and await every task the consumer owns, close every connection."""
         self._closing.forcing = True
         await self._startup.stop()  # first: nothing it would open is left open
         await close_by_force(self._poll_steps, self._unsubscribing, self._commits, self._member, self._stall,
-                             self._side_tasks, self._fetcher, self._cluster)
+                             self._side_tasks, self._fetcher, self._cluster, operation)
 
     def _cluster_or_fail(self) -> Cluster:
         if self._cluster is None:
