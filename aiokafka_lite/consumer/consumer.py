@@ -36,6 +36,7 @@ from .lifecycle import Closing, SideTasks, Startup, close_by_force
 from .listener import ConsumerRebalanceListener
 from .lookups import partition_args, partitions_arg, position_of, topic_partitions
 from .metrics import snapshot
+from .observers import ConsumerObservers
 from .parts import ConsumerHooks, ConsumerParts, PollClock
 from .poll_steps import PollSteps
 from .polling import poll_once, update_positions
@@ -83,6 +84,7 @@ class Consumer:
         self._startup = Startup(config, self._connected, self._is_closed)
         self._unsubscribing = UnsubscribeTask()
         self._iter_buffer = IterationBuffer()
+        self.observers = ConsumerObservers()
         self._polls = 0
         topic_list = list(topics)
         if topic_list:
@@ -287,17 +289,18 @@ class Consumer:
         self._polls += 1
         if self._iter_buffer:  # fetched for an `async for` that stopped early: handed out first
             return self._iter_buffer.take(limit)
-        try:
-            with closed_not_cancelled(self._is_closed, "poll()"):
-                async with asyncio.timeout(limit_s):
-                    await self._finish_unsubscribe()  # the leave goes out before any rejoin
-                    await self._ready()  # connecting counts against this poll's timeout too
-                    return await poll_once(self._parts, limit)
-        except TimeoutError:
-            return ConsumerRecords()
-        finally:
-            # A cancelled or failed poll still counts as a poll: the watchdog must never get stuck.
-            self._stamp_poll()
+        with self.observers.poll() as seen:  # instrumentation (aiokafka_lite.otel) sees each poll's outcome
+            try:
+                with closed_not_cancelled(self._is_closed, "poll()"):
+                    async with asyncio.timeout(limit_s):
+                        await self._finish_unsubscribe()  # the leave goes out before any rejoin
+                        await self._ready()  # connecting counts against this poll's timeout too
+                        return seen.got(await poll_once(self._parts, limit))
+            except TimeoutError:
+                return ConsumerRecords()
+            finally:
+                # A cancelled or failed poll still counts as a poll: the watchdog must never get stuck.
+                self._stamp_poll()
 
     async def poll_arrow(self, timeout: float = POLL_DEFAULT_TIMEOUT, max_records: int | None = None) -> ArrowBatch:
         """poll() as one Arrow record batch with the columns of Spark's Kafka source: key, value,
