@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -59,6 +59,10 @@ SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.27.0"
 
+# Links of one poll span at most: the SDK's default span limit, which would drop the others after
+# they cost a header parse each (about 18 us per record).
+MAX_POLL_LINKS = 128
+
 # The buckets the conventions advise for messaging durations, in seconds.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
@@ -79,10 +83,14 @@ class _HeaderGetter(Getter[Headers]):
 _HEADERS = _HeaderGetter()
 
 
-def creation_context(headers: Headers) -> Context | None:
+def creation_context(headers: Headers, fields: Collection[str] | None = None) -> Context | None:
     """The producer's context in a record's headers (the global propagator reads them: W3C
-    `traceparent`/`tracestate` and `baggage` by default), or None when they carry no valid span."""
-    fields = propagate.get_global_textmap().fields
+    `traceparent`/`tracestate` and `baggage` by default), or None when they carry no valid span.
+    `fields`: the propagator's header names, when the caller has them already."""
+    if not headers:
+        return None
+    if fields is None:
+        fields = propagate.get_global_textmap().fields
     if not any(name in fields for name, _ in headers):
         return None  # the common case on an untraced topic: no propagator work at all
     extracted = propagate.extract(headers, getter=_HEADERS)
@@ -182,10 +190,14 @@ class ConsumerTelemetry:
             attributes[BATCH_COUNT] = len(records)
         span = self._tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes, start_time=started_ns)
         if span.is_recording():
+            fields, links = propagate.get_global_textmap().fields, 0
             for record in records or ():
-                created = creation_context(record.headers)
+                created = creation_context(record.headers, fields)
                 if created is not None:
                     span.add_link(trace.get_current_span(created).get_span_context())
+                    links += 1
+                    if links == MAX_POLL_LINKS:
+                        break
             if error is not None:
                 span.set_attribute(ERROR_TYPE, error_type(error))
                 span.record_exception(error)
