@@ -282,3 +282,12 @@ def test_the_core_works_without_opentelemetry_and_the_module_says_what_to_instal
     assert done.returncode == 0, done.stderr
     assert "otel: aiokafka_lite.otel needs opentelemetry-api: pip install 'aiokafka-lite[otel]'" in done.stdout
     assert "polled 0" in done.stdout
+
+
+def test_a_poll_span_links_at_most_128_producers(consumer: Consumer, sdk: Sdk) -> None:
+    producer = sdk.tracer.start_span("send")
+    telemetry_of(consumer, sdk).poll_ended(0, 1, batch(*(rec(offset=i, headers=sdk.traceparent(producer))
+                                                         for i in range(130))), None)
+    (span,) = sdk.finished("poll orders")
+    assert len(span.links) == 128
+    assert (span.attributes or {})["messaging.batch.message_count"] == 130
