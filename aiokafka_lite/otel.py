@@ -7,11 +7,12 @@
 
 Every poll() that returns records (or fails) makes a "poll [topic]" span (kind CLIENT) linked to
 each record's creation context, a `messaging.client.operation.duration` measure and
-`messaging.client.consumed.messages` counts; `process()` makes the span whose parent is the
+`messaging.client.consumed.messages` counts; every commit a "commit [topic]" span (CLIENT) and a
+duration measure; `process()` makes the span whose parent is the
 producer's context (the record's W3C `traceparent` header, read by the global propagator) and a
 `messaging.process.duration` measure. Needs only opentelemetry-api (extra `otel`); with no SDK
 configured every call is the API's no-op. The core never imports this module: it watches polls
-through `Consumer.observers` (consumer/observers.py)."""
+and commits through `Consumer.observers` (consumer/observers.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
     raise ImportError("aiokafka_lite.otel needs opentelemetry-api: pip install 'aiokafka-lite[otel]'") from exc
 
 from .errors import ConsumerClosedError, InvalidArgumentError
-from .structs import ConsumerRecord, ConsumerRecords
+from .structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
     from .consumer.consumer import Consumer
@@ -202,6 +203,28 @@ class ConsumerTelemetry:
                 span.set_attribute(ERROR_TYPE, error_type(error))
                 span.record_exception(error)
                 span.set_status(Status(StatusCode.ERROR, str(error)))
+        span.end(end_time=ended_ns)
+
+    # ------------------------------------------------------------ commit (an observer of the consumer)
+
+    def commit_ended(self, started_ns: int, ended_ns: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                     error: BaseException | None) -> None:
+        topics = {tp.topic for tp in offsets}
+        where: dict[str, str | int] = {}
+        if len(topics) == 1:
+            where[DESTINATION] = next(iter(topics))
+        if len(offsets) == 1:
+            where[PARTITION] = str(next(iter(offsets)).partition)
+        operation = {**self._base, OPERATION_NAME: "commit", OPERATION_TYPE: "settle", **where}
+        if error is not None:
+            operation[ERROR_TYPE] = error_type(error)
+        self._operation_duration.record((ended_ns - started_ns) / 1e9, operation)
+        name = f"commit {where[DESTINATION]}" if DESTINATION in where else "commit"
+        span = self._tracer.start_span(name, kind=SpanKind.CLIENT, start_time=started_ns,
+                                       attributes={**self._span_base, **operation})
+        if error is not None and span.is_recording():
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, str(error)))
         span.end(end_time=ended_ns)
 
     # ------------------------------------------------------------ process (the application's handler)

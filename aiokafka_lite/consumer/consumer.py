@@ -71,8 +71,9 @@ class Consumer:
         self._member: GroupMember | None = None
         self._poll_steps = PollSteps()
         self._side_tasks = SideTasks()
+        self.observers = ConsumerObservers()  # instrumentation (aiokafka_lite.otel) sees each poll and commit
         self._commits = Commits(config, lambda: self._require_member("commit()"), self._ready_to_commit,
-                                self._commits_standalone, lambda: self._closing.forcing)
+                                self._commits_standalone, lambda: self._closing.forcing, self.observers)
         self._timers = LivenessTimers(config.session_timeout, config.heartbeat_interval,
                                       config.max_poll_interval, config.retry_backoff, config.retry_backoff_max)
         self._timers_lock = threading.Lock()  # the heartbeat thread (heartbeat_mode="thread") shares the timers
@@ -84,7 +85,6 @@ class Consumer:
         self._startup = Startup(config, self._connected, self._is_closed)
         self._unsubscribing = UnsubscribeTask()
         self._iter_buffer = IterationBuffer()
-        self.observers = ConsumerObservers()
         self._polls = 0
         topic_list = list(topics)
         if topic_list:
@@ -289,7 +289,7 @@ class Consumer:
         self._polls += 1
         if self._iter_buffer:  # fetched for an `async for` that stopped early: handed out first
             return self._iter_buffer.take(limit)
-        with self.observers.poll() as seen:  # instrumentation (aiokafka_lite.otel) sees each poll's outcome
+        with self.observers.poll() as seen:
             try:
                 with closed_not_cancelled(self._is_closed, "poll()"):
                     async with asyncio.timeout(limit_s):

@@ -1,7 +1,7 @@
 """aiokafka_lite.otel against Apache Kafka 4.3.1: records produced with a W3C `traceparent` (made
-from an SDK span) are consumed with `async for` and handled in `telemetry.process(record)`; the
-SDK's in-memory exporters show the poll and process spans, their parents and links, and the
-metrics. Then the same with the API's no-op providers: nothing breaks, the producer's context
+from an SDK span) are consumed with `async for` and handled in `telemetry.process(record)`, then
+committed; the SDK's in-memory exporters show the poll, process and commit spans, their parents
+and links, and the metrics. Then the same with the API's no-op providers: nothing breaks, the producer's context
 still reaches the handler."""
 
 from __future__ import annotations
@@ -92,6 +92,7 @@ async def test_spans_follow_the_producers_context_and_handlers_are_children_of_t
         with tracer.start_as_current_span("worker") as worker:
             await consume(consumer, 3, handle)
             assert trace.get_current_span() is worker  # nothing a record attached outlives its block
+            await consumer.commit()
     meters.shutdown()
     finished = exporter.get_finished_spans()
     process = {(attrs["messaging.destination.partition.id"], attrs["messaging.kafka.offset"]): s
@@ -124,7 +125,14 @@ async def test_spans_follow_the_producers_context_and_handlers_are_children_of_t
     consumed = {p.attributes["messaging.destination.partition.id"]: p.value
                 for p in points(reader, "messaging.client.consumed.messages")}
     assert consumed == {"0": 2, "1": 1}
-    assert sum(p.count for p in points(reader, "messaging.client.operation.duration")) == len(polls)
+    (commit,) = [s for s in finished if s.name == f"commit {unique_topic}"]
+    assert ids(commit.parent) == worker_ids
+    assert (commit.attributes or {})["messaging.operation.type"] == "settle"
+    durations: dict[str, int] = {}
+    for p in points(reader, "messaging.client.operation.duration"):
+        name = p.attributes["messaging.operation.name"]
+        durations[name] = durations.get(name, 0) + p.count
+    assert durations == {"poll": len(polls), "commit": 1}
     assert sum(p.count for p in points(reader, "messaging.process.duration")) == 3
 
 

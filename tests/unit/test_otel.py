@@ -9,7 +9,7 @@ import logging
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from aiokafka_lite import Consumer, ConsumerRecord, ConsumerRecords, TopicPartition
+from aiokafka_lite import Consumer, ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition
 from aiokafka_lite.consumer.observers import ConsumerObservers
 from aiokafka_lite.errors import ConsumerClosedError, InvalidArgumentError
 from aiokafka_lite.otel import ConsumerTelemetry, instrument
@@ -228,15 +228,23 @@ class Failing:
     def poll_ended(self, *args: object) -> None:
         raise RuntimeError("observer bug")
 
+    def commit_ended(self, *args: object) -> None:
+        raise RuntimeError("observer bug")
+
 
 class Seen:
     def __init__(self) -> None:
-        self.calls: list[tuple[ConsumerRecords | None, BaseException | None]] = []
+        self.calls: list[tuple[Any, BaseException | None]] = []
 
     def poll_ended(self, started_ns: int, ended_ns: int, records: ConsumerRecords | None,
                    error: BaseException | None) -> None:
         assert 0 < started_ns <= ended_ns
         self.calls.append((records, error))
+
+    def commit_ended(self, started_ns: int, ended_ns: int, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                     error: BaseException | None) -> None:
+        assert 0 < started_ns <= ended_ns
+        self.calls.append((offsets, error))
 
 
 def test_observers_see_outcomes_not_cancellations_and_a_failing_one_is_logged_once(
@@ -255,10 +263,36 @@ def test_observers_see_outcomes_not_cancellations_and_a_failing_one_is_logged_on
         raise ValueError("poll failed")
     with pytest.raises(KeyboardInterrupt), observers.poll():
         raise KeyboardInterrupt
-    assert [r for r, _ in seen.calls] == [records, records, None]
+    offsets = {TopicPartition("orders", 2): OffsetAndMetadata(8)}
+    assert observers.commit(offsets) is not ConsumerObservers().commit(offsets)
+    with observers.commit(offsets):
+        pass
+    with pytest.raises(asyncio.CancelledError), observers.commit(offsets):
+        raise asyncio.CancelledError
+    assert [r for r, _ in seen.calls] == [records, records, None, offsets]
     assert isinstance(seen.calls[2][1], ValueError)
-    failures = [r.levelname for r in caplog.records if "poll observer" in r.getMessage()]
-    assert failures == ["WARNING", "DEBUG", "DEBUG"]
+    failures = [r.levelname for r in caplog.records if "consumer observer" in r.getMessage()]
+    assert failures == ["WARNING", "DEBUG", "DEBUG", "DEBUG"]
+
+
+def test_a_commit_makes_a_settle_span_and_measure(consumer: Consumer, sdk: Sdk) -> None:
+    telemetry = telemetry_of(consumer, sdk)
+    telemetry.commit_ended(2_000, 5_000, {TopicPartition("orders", 2): OffsetAndMetadata(8)}, None)
+    telemetry.commit_ended(6_000, 7_000, {TopicPartition("orders", 0): OffsetAndMetadata(1),
+                                          TopicPartition("refunds", 0): OffsetAndMetadata(1)},
+                           ConsumerClosedError("closed before the commit completed"))
+    one, several = sdk.finished("commit orders") + sdk.finished("commit")
+    assert (one.kind, one.start_time, one.end_time) == (SpanKind.CLIENT, 2_000, 5_000)
+    assert dict(one.attributes or {}) == {
+        "messaging.system": "kafka", "messaging.operation.name": "commit", "messaging.operation.type": "settle",
+        "messaging.destination.name": "orders", "messaging.destination.partition.id": "2",
+        "messaging.consumer.group.name": "billing", "messaging.client.id": "worker-1",
+        "server.address": "127.0.0.1", "server.port": 1}
+    assert several.status.status_code is StatusCode.ERROR
+    assert (several.attributes or {})["error.type"] == "aiokafka_lite.errors.ConsumerClosedError"
+    durations = {(p.attributes["messaging.operation.name"], p.attributes.get("error.type")): p.count
+                 for p in sdk.points("messaging.client.operation.duration")}
+    assert durations == {("commit", None): 1, ("commit", "aiokafka_lite.errors.ConsumerClosedError"): 1}
 
 
 def test_the_core_works_without_opentelemetry_and_the_module_says_what_to_install() -> None:
