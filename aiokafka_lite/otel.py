@@ -166,7 +166,7 @@ class ConsumerTelemetry:
                    error: BaseException | None) -> None:
         if isinstance(error, ConsumerClosedError) or (error is None and not records):
             return  # an empty poll (or one that close() ended) is no receive: neither span nor measure
-        sequences: Mapping[Any, Sequence[ConsumerRecord]] = {} if records is None else records.sequences()
+        sequences: Mapping[TopicPartition, Sequence[ConsumerRecord]] = {} if records is None else records.sequences()
         partitions = [tp for tp, batch in sequences.items() if batch]
         topics = {tp.topic for tp in partitions}
         where: dict[str, str | int] = {}
