@@ -17,6 +17,7 @@ from ..group.member import GroupMember, generation_moved
 from ..structs import OffsetAndMetadata, TopicPartition
 from ._bounded import bounded
 from .commit_order import CommitQueue
+from .observers import ConsumerObservers
 
 log = logging.getLogger("aiokafka_lite.consumer")
 T = TypeVar("T")
@@ -41,8 +42,9 @@ class Commits:
 
     def __init__(self, config: ConsumerConfig, member: Callable[[], GroupMember],
                  ready: Callable[[], Awaitable[None]], standalone: Callable[[], bool],
-                 forcing_close: Callable[[], bool]) -> None:
+                 forcing_close: Callable[[], bool], observers: ConsumerObservers) -> None:
         self._config = config
+        self._observers = observers
         self._member = member
         self._ready = ready
         self._standalone = standalone
@@ -87,7 +89,8 @@ class Commits:
         member = self._member()
         if not offsets:
             return
-        await send_commit(member, offsets, self._standalone(), self.retry)
+        with self._observers.commit(offsets):
+            await send_commit(member, offsets, self._standalone(), self.retry)
 
 
 async def send_commit(member: GroupMember, offsets: Mapping[TopicPartition, OffsetAndMetadata], standalone: bool,

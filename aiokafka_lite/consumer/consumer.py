@@ -36,6 +36,7 @@ from .lifecycle import Closing, SideTasks, Startup, close_by_force
 from .listener import ConsumerRebalanceListener
 from .lookups import partition_args, partitions_arg, position_of, topic_partitions
 from .metrics import snapshot
+from .observers import ConsumerObservers
 from .parts import ConsumerHooks, ConsumerParts, PollClock
 from .poll_steps import PollSteps
 from .polling import poll_once, update_positions
@@ -70,8 +71,9 @@ class Consumer:
         self._member: GroupMember | None = None
         self._poll_steps = PollSteps()
         self._side_tasks = SideTasks()
+        self.observers = ConsumerObservers()  # instrumentation (aiokafka_lite.otel) sees each poll and commit
         self._commits = Commits(config, lambda: self._require_member("commit()"), self._ready_to_commit,
-                                self._commits_standalone, lambda: self._closing.forcing)
+                                self._commits_standalone, lambda: self._closing.forcing, self.observers)
         self._timers = LivenessTimers(config.session_timeout, config.heartbeat_interval,
                                       config.max_poll_interval, config.retry_backoff, config.retry_backoff_max)
         self._timers_lock = threading.Lock()  # the heartbeat thread (heartbeat_mode="thread") shares the timers
@@ -291,17 +293,18 @@ class Consumer:
         self._polls += 1
         if self._iter_buffer:  # fetched for an `async for` that stopped early: handed out first
             return self._iter_buffer.take(limit)
-        try:
-            with closed_not_cancelled(self._is_closed, "poll()"):
-                async with asyncio.timeout(limit_s):
-                    await self._finish_unsubscribe()  # the leave goes out before any rejoin
-                    await self._ready()  # connecting counts against this poll's timeout too
-                    return await poll_once(self._parts, limit)
-        except TimeoutError:
-            return ConsumerRecords()
-        finally:
-            # A cancelled or failed poll still counts as a poll: the watchdog must never get stuck.
-            self._stamp_poll()
+        with self.observers.poll() as seen:
+            try:
+                with closed_not_cancelled(self._is_closed, "poll()"):
+                    async with asyncio.timeout(limit_s):
+                        await self._finish_unsubscribe()  # the leave goes out before any rejoin
+                        await self._ready()  # connecting counts against this poll's timeout too
+                        return seen.got(await poll_once(self._parts, limit))
+            except TimeoutError:
+                return ConsumerRecords()
+            finally:
+                # A cancelled or failed poll still counts as a poll: the watchdog must never get stuck.
+                self._stamp_poll()
 
     async def poll_arrow(self, timeout: float = POLL_DEFAULT_TIMEOUT, max_records: int | None = None) -> ArrowBatch:
         """poll() as one Arrow record batch with the columns of Spark's Kafka source: key, value,
