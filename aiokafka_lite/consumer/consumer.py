@@ -140,13 +140,11 @@ class Consumer:
     async def close(self, timeout: float | None = 30.0,
                     group_membership: structs.GroupMembershipOperation | str = "default") -> None:
         """Commit (if auto-commit), revoke, LeaveGroup within the timeout, then close by force.
-        `timeout=None` bounds the graceful part by request_timeout_ms, as Java does for an
-        unbounded close. `group_membership` (KIP-1092): "default" (dynamic members leave, static
-        ones remain), "leave" (static members too), "remain" (the group is told nothing).
-        Idempotent: a second call waits for the first, but no longer than its own timeout; then
-        it cuts the graceful part short and waits only for the forced part. Cancelled, it cuts the
-        graceful part short too, waits for the forced part (a brief LeaveGroup; nothing the
-        consumer owns is left running) and then re-raises the CancelledError."""
+        `timeout=None` bounds the graceful part by request_timeout_ms, as Java does. `group_membership`
+        (KIP-1092): "default" (dynamic members leave, static ones remain), "leave" (static ones too),
+        "remain" (the group is told nothing). Idempotent: a second call waits for the first, but no
+        longer than its own timeout, then cuts the graceful part short. Cancelled, it cuts the graceful
+        part short too, waits for the forced part (nothing is left running), re-raises the CancelledError."""
         timeout = check_timeout(timeout)  # NaN or negative: refused before anything closes
         operation = membership_operation(group_membership)  # so is an unknown operation
         graceful_limit = self.config.request_timeout if timeout is None else timeout
@@ -481,8 +479,7 @@ class Consumer:
         return self._offsets
 
     async def partitions_for(self, topic: str, timeout: Timeout = DEFAULT) -> list[TopicPartition]:
-        topics = await self._topics([topic], timeout)
-        return topics.get(topic, [])
+        return (await self._topics([topic], timeout)).get(topic, [])
 
     async def list_topics(self, timeout: Timeout = DEFAULT) -> dict[str, list[TopicPartition]]:
         return await self._topics(None, timeout)
