@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from .config.checks import BY_DURATION, iso_duration_ms
 from .errors import IllegalStateError, InvalidArgumentError
 from .structs import OffsetAndMetadata, TopicPartition
 
@@ -27,6 +28,7 @@ class ResetStrategy(Enum):
     EARLIEST = "earliest"
     LATEST = "latest"
     NONE = "none"
+    BY_DURATION = "by_duration"  # KIP-1106: the first offset at most SubscriptionState.reset_duration_ms old
 
 
 @dataclass
@@ -58,10 +60,20 @@ class PartitionState:
 @dataclass
 class SubscriptionState:
     default_reset: ResetStrategy = ResetStrategy.LATEST
+    reset_duration_ms: int = 0  # of a by_duration default_reset
     type: SubscriptionType = SubscriptionType.NONE
     topics: frozenset[str] = frozenset()
     pattern: re.Pattern[str] | None = None
     assignment: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+
+    @classmethod
+    def for_reset(cls, auto_offset_reset: str) -> SubscriptionState:
+        """The state of a consumer whose (validated) auto_offset_reset is ``auto_offset_reset``."""
+        if auto_offset_reset.startswith(BY_DURATION):
+            duration_ms = iso_duration_ms(auto_offset_reset[len(BY_DURATION):])
+            assert duration_ms is not None  # checked by the settings
+            return cls(default_reset=ResetStrategy.BY_DURATION, reset_duration_ms=duration_ms)
+        return cls(default_reset=ResetStrategy(auto_offset_reset))
 
     # ------------------------------------------------------------ subscription
 

@@ -13,8 +13,8 @@ from typing import Any
 from aiokafka_lite.config.spelling import invalid
 
 __all__ = ["DEFAULT_PORT", "INT32_MAX", "INT64_MAX", "KNOWN_ASSIGNORS", "Assignors", "Bool", "Check", "Choice",
-           "GroupInstanceId", "Int", "OptionalCallable", "OptionalSslContext", "Ratio", "RemoteAssignor",
-           "Servers", "Text"]
+           "GroupInstanceId", "Int", "OffsetReset", "OptionalCallable", "OptionalSslContext", "Ratio",
+           "RemoteAssignor", "Servers", "Text", "iso_duration_ms"]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -28,6 +28,10 @@ _JAVA_ASSIGNOR_CLASSES = {
 }
 _GROUP_INSTANCE_ID = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Java's rule for static member ids
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+# java.time.Duration's text (days, hours, minutes, seconds; letters in either case), without a sign:
+# KIP-1106's by_duration takes no negative durations.
+_ISO_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:[.,](\d{1,9}))?S)?)?", re.IGNORECASE)
+BY_DURATION = "by_duration:"
 
 
 class Check:
@@ -98,6 +102,32 @@ class Choice(Check):
             if value in self.choices:
                 return value
         raise invalid(name, value, "one of " + ", ".join(map(repr, self.choices)))
+
+
+def iso_duration_ms(text: str) -> int | None:
+    """Milliseconds of an ISO-8601 duration as java.time.Duration writes it (``PT1H``,
+    ``P1DT12H``, ``PT0.5S``), or None when ``text`` is not one (or is negative)."""
+    match = _ISO_DURATION.fullmatch(text)
+    if match is None or not any(match.groups()) or text.upper().endswith("T"):
+        return None
+    days, hours, minutes, seconds = (int(group or 0) for group in match.groups()[:4])
+    fraction = match.group(5) or ""
+    return (((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000 + int((fraction + "000")[:3])
+
+
+class OffsetReset(Check):
+    """auto_offset_reset: earliest, latest, none, or by_duration:<ISO-8601 duration> (KIP-1106)."""
+
+    allowed = "'earliest', 'latest', 'none' or 'by_duration:' and an ISO-8601 duration such as 'PT1H' or 'P1DT12H'"
+
+    def check(self, name: str, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.lower() in ("earliest", "latest", "none"):
+                return text.lower()
+            if text.lower().startswith(BY_DURATION) and iso_duration_ms(text[len(BY_DURATION):]) is not None:
+                return BY_DURATION + text[len(BY_DURATION):].upper()
+        raise invalid(name, value, self.allowed)
 
 
 class Text(Check):

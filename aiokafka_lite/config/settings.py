@@ -22,6 +22,7 @@ from aiokafka_lite.config.checks import (
     Choice,
     GroupInstanceId,
     Int,
+    OffsetReset,
     OptionalCallable,
     OptionalSslContext,
     Ratio,
@@ -95,8 +96,10 @@ class SettingFields:
     auto_commit_interval_ms: int = field(default=5000, metadata=_meta(
         Int(1), "Time between automatic commits."))
     auto_offset_reset: str = field(default="latest", metadata=_meta(
-        Choice("earliest", "latest", "none"),
-        "Where to start without a valid committed offset: earliest, latest, or none (raise). "
+        OffsetReset(),
+        "Where to start without a valid committed offset: earliest, latest, none (raise), or "
+        "by_duration: and an ISO-8601 duration (KIP-1106: the first record at most that old, e.g. "
+        "by_duration:PT1H; the latest offset when every record is older). "
         "With none, a truncated log (KIP-320) raises LogTruncationError instead of going back to "
         "where it diverges."))
     isolation_level: str = field(default="read_uncommitted", metadata=_meta(

@@ -64,7 +64,7 @@ class Consumer:
 
     def _init(self, config: ConsumerConfig, topics: Iterable[str]) -> None:
         self.config = config
-        self._subscription = SubscriptionState(default_reset=ResetStrategy(config.auto_offset_reset))
+        self._subscription = SubscriptionState.for_reset(config.auto_offset_reset)
         self._cluster: Cluster | None = None
         self._fetcher: Fetcher | None = None
         self._offsets: OffsetLookup | None = None

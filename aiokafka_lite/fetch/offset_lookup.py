@@ -128,14 +128,21 @@ class OffsetLookup:
                 f"no offset to start from for {', '.join(map(_tp_str, no_reset))} and "
                 f"auto_offset_reset='none': seek() these partitions or choose 'earliest'/'latest'"
             )
-        asked = {tp: _STRATEGY_TIMESTAMPS[strategy] for tp, strategy in pending.items()}
+        since_ms = int(time.time() * 1000) - subscription.reset_duration_ms
+        asked = {tp: _STRATEGY_TIMESTAMPS.get(strategy, since_ms) for tp, strategy in pending.items()}
         found = await self.list_offsets(asked, timeout)
+        # by_duration with every record older than that: the end, as Java (KIP-1106).
+        newest = [tp for tp, (offset, _ts) in found.items() if offset < 0]
+        found.update(await self.list_offsets(dict.fromkeys(newest, LATEST_TIMESTAMP), timeout))
         for tp, (offset, _ts) in found.items():
             # The user may have seeked, or a rebalance revoked the partition, while we waited.
             state = subscription.assignment.get(tp)
             if state is None or state.reset_to is not pending[tp]:
                 continue
-            log.info("resetting %s to offset %d (%s)", _tp_str(tp), offset, pending[tp].value)
+            how = pending[tp].value
+            if pending[tp] is ResetStrategy.BY_DURATION:
+                how = f"{how} {subscription.reset_duration_ms} ms{', no newer record: the end' if tp in newest else ''}"
+            log.info("resetting %s to offset %d (%s)", _tp_str(tp), offset, how)
             subscription.seek(tp, offset)
 
     # ------------------------------------------------------------------ the lookup
