@@ -28,6 +28,7 @@ from .run import EXIT_OK, CommandFailed
 
 # OffsetCommit v10 names topics by id only; this tool works with names.
 OFFSET_COMMIT_MAX_VERSION = 9
+UNKNOWN_MEMBER_ID = 25
 ADMIN_GENERATION = -1  # "not a member": the broker checks only that the group is empty
 
 
@@ -64,7 +65,7 @@ def commit_body(group_id: str, rows: list[PlanRow]) -> dict[str, Any]:
             "group_instance_id": None, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
 
-async def _commit(cluster: Cluster, group_id: str, rows: list[PlanRow]) -> None:
+async def commit_plan(cluster: Cluster, group_id: str, rows: list[PlanRow]) -> None:
     node_id = await cluster.find_coordinator(group_id)
     response = await cluster.send(node_id, OFFSET_COMMIT, commit_body(group_id, rows),
                                   max_version=OFFSET_COMMIT_MAX_VERSION)
@@ -96,7 +97,14 @@ async def reset_offsets(bootstrap: str, group_id: str, topics: list[tuple[str, l
         except ValueError as exc:
             raise CommandFailed(str(exc)) from None
         if execute:
-            await _commit(cluster, group_id, rows)
+            try:
+                await commit_plan(cluster, group_id, rows)
+            except BrokerError as exc:
+                if exc.code != UNKNOWN_MEMBER_ID:
+                    raise
+                # Kafka 4.3 answers an admin commit so (classic and consumer groups) once a member is in.
+                raise CommandFailed(f"group {group_id!r} has a member again (it joined after the check); "
+                                    f"the broker refused the commit ({exc}): nothing was reset") from None
     return ResetResult(group_id, group.group_type, group.state, mode.name, execute, rows)
 
 

@@ -21,7 +21,11 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import Consumer, OffsetAndMetadata, TopicPartition
+from aiokafka_lite.cli.group_admin import admin_cluster
 from aiokafka_lite.cli.groups import describe_group
+from aiokafka_lite.cli.reset_offsets import commit_plan
+from aiokafka_lite.cli.reset_plan import PlanRow
+from aiokafka_lite.errors import BrokerError
 from aiokafka_lite.testing.helpers import create_topic, produce
 from aiokafka_lite.testing.java_clients import run_kafka_tool
 
@@ -34,6 +38,7 @@ PROTOCOLS = ("classic", "consumer")
 RECORDS_PER_PARTITION = 10
 # What our Consumer commits before the resets; partition 2 lags most.
 COMMITTED = {0: 5, 1: 10, 2: 2}
+UNKNOWN_MEMBER_ID = 25
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -110,6 +115,7 @@ async def test_list_lag_and_every_reset_mode_agree_with_kafkas_tool(apache_kafka
                 await poller.wait_for(lambda p=poller: len(p.consumer.assignment()) == 3, timeout=30)
             await _list_and_lag_agree(bootstrap, ours, active)
             await _unknown_topics_are_refused(bootstrap, unique_topic, ours["classic"])
+            await _the_broker_refuses_an_admin_commit_while_there_are_members(bootstrap, unique_topic, active)
             await _resets_agree(bootstrap, unique_topic, ours, theirs, active, at_time)
     finally:
         for consumer in live:
@@ -159,6 +165,19 @@ async def _unknown_topics_are_refused(bootstrap: str, topic: str, group: str) ->
         assert done.stderr == f"aiokafka-lite: topic {topic + '-missing'!r} does not exist\n"
     assert (missing_partition.returncode, missing_partition.stdout) == (1, "")
     assert missing_partition.stderr == f"aiokafka-lite: partition(s) {topic}-7 do not exist (topic {topic!r} has 3)\n"
+
+
+async def _the_broker_refuses_an_admin_commit_while_there_are_members(bootstrap: str, topic: str,
+                                                                      active: dict[str, str]) -> None:
+    # What a member joining between the state check and the commit would meet: the commit fails.
+    async with admin_cluster(bootstrap) as cluster:
+        for group in active.values():
+            with pytest.raises(BrokerError) as refused:
+                await commit_plan(cluster, group, [PlanRow(topic, 0, COMMITTED[0], 0)])
+            assert refused.value.code == UNKNOWN_MEMBER_ID, refused.value  # both protocols answer so
+        views = await asyncio.gather(*(describe_group(bootstrap, g) for g in active.values()))
+    for view in views:
+        assert {r.partition: r.committed for r in view.partitions} == COMMITTED
 
 
 # Each step's options, run on our groups by us and on the twins by Kafka's tool, one after the other,

@@ -4,15 +4,19 @@ are one line and exit 1; the options reach the command as parsed."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 
 import pytest
 
 from aiokafka_lite.cli import group_admin, reset_offsets
+from aiokafka_lite.cli.group_members import GroupMembers
 from aiokafka_lite.cli.main import main as cli_main
-from aiokafka_lite.cli.reset_plan import ResetMode
+from aiokafka_lite.cli.reset_plan import PlanRow, ResetMode
 from aiokafka_lite.cli.run import CommandFailed
 from aiokafka_lite.errors import BrokerError
+from aiokafka_lite.structs import TopicPartition
 
 UNREACHABLE = ["-b", "127.0.0.1:1"]
 RESET = ["groups", "reset-offsets", "g", *UNREACHABLE, "--topic", "orders"]
@@ -89,8 +93,6 @@ def test_failures_while_running_are_one_line_exit_1(monkeypatch, capsys, raised,
 
 
 def test_an_admin_commit_names_no_member():
-    from aiokafka_lite.cli.reset_plan import PlanRow
-
     body = reset_offsets.commit_body("g", [PlanRow("a", 0, 5, 2), PlanRow("b", 1, None, 7), PlanRow("a", 2, 1, 3)])
     assert (body["group_id"], body["generation_id_or_member_epoch"], body["member_id"], body["group_instance_id"]) \
         == ("g", -1, "", None)
@@ -100,3 +102,39 @@ def test_an_admin_commit_names_no_member():
 
 def test_admin_config_never_creates_topics():
     assert group_admin.admin_config("127.0.0.1:9092").allow_auto_create_topics is False
+
+
+@pytest.mark.parametrize(("members", "state", "code", "says"), [
+    ([], "Empty", 25, "group 'g' has a member again (it joined after the check); the broker "
+     "refused the commit (UNKNOWN_MEMBER_ID (25)"),
+    (["m"], "Stable", None, "cannot reset the offsets of group 'g': it is active (state Stable, 1 member(s))"),
+    ([], "PreparingRebalance", None, "cannot reset the offsets of group 'g': it is active (state PreparingRebalance"),
+])
+def test_an_active_group_is_refused_before_or_by_the_commit(monkeypatch, members, state, code, says):
+    tp = TopicPartition("t", 0)
+    commits = []
+
+    @contextlib.asynccontextmanager
+    async def no_cluster(*args: object) -> object:
+        yield None
+
+    async def group(*args: object) -> object:
+        return GroupMembers("classic", state, "consumer", "range", list(members)), {tp: 5}
+
+    async def partitions(*args: object) -> list[TopicPartition]:
+        return [tp]
+
+    async def lookups(*args: object) -> object:
+        return {tp: 0}, {tp: 10}, {}
+
+    async def commit(*args: object) -> None:
+        commits.append(args)
+        raise BrokerError(code or 0)
+
+    for name, fake in [("admin_cluster", no_cluster), ("existing_group", group), ("topic_partitions", partitions),
+                       ("_lookups", lookups), ("commit_plan", commit)]:
+        monkeypatch.setattr(reset_offsets, name, fake)
+    with pytest.raises(CommandFailed) as failed:
+        asyncio.run(reset_offsets.reset_offsets("b:9092", "g", [("t", None)], ResetMode("to-earliest"), execute=True))
+    assert str(failed.value).startswith(says)
+    assert len(commits) == (1 if code else 0)  # an active group is refused before anything is committed
