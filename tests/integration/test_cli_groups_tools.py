@@ -180,8 +180,8 @@ async def _the_broker_refuses_an_admin_commit_while_there_are_members(bootstrap:
         assert {r.partition: r.committed for r in view.partitions} == COMMITTED
 
 
-# Each step's options, run on our groups by us and on the twins by Kafka's tool, one after the other,
-# with what it must commit (partition -> offset; the partitions a step leaves alone keep theirs).
+# Each step's options (a last ":P,..." goes after --topic T), run on our groups by us and on the twins
+# by Kafka's tool, with what it must commit (partition -> offset; partitions it leaves alone keep theirs).
 STEPS: list[tuple[list[str], dict[int, int]]] = [
     (["--shift-by", "-3"], {0: 2, 1: 7, 2: 0}),  # 2 - 3 clamped to the log start
     (["--to-offset", "15", ":0,2"], {0: 10, 2: 10}),  # clamped to the log end; partitions 0 and 2 only
@@ -191,48 +191,72 @@ STEPS: list[tuple[list[str], dict[int, int]]] = [
 ]
 
 
+def _step_args(topic: str, options: list[str], at_time: int) -> list[str]:
+    """``--topic T[:P,...]`` and the mode's options of one of STEPS."""
+    partitions = options[-1] if options[-1].startswith(":") else ""
+    mode = [_iso(at_time) if o == "AT" else o for o in options if not o.startswith(":")]
+    return ["--topic", topic + partitions, *mode]
+
+
+def _rows(result: dict[str, Any], column: str) -> dict[int, int]:
+    return {r["partition"]: r[column] for r in result["partitions"]}
+
+
+async def _committed(bootstrap: str, groups: list[str]) -> list[dict[int, int | None]]:
+    # Read back in this process: a CLI start per group costs a second.
+    views = await asyncio.gather(*(describe_group(bootstrap, g) for g in groups))
+    return [{r.partition: r.committed for r in view.partitions} for view in views]
+
+
 async def _resets_agree(bootstrap: str, topic: str, ours: dict[str, str], theirs: dict[str, str],
                         active: dict[str, str], at_time: int) -> None:
-    expected = dict(COMMITTED)
+    """STEPS one after the other: Kafka's tool --execute's each on the twins while we --execute the
+    step before on ours, then dry-run this one: the same plan, then the same offsets committed."""
+    after: list[dict[int, int]] = []  # what each step leaves committed
+    for _options, plan in STEPS:
+        after.append({**(after[-1] if after else COMMITTED), **plan})
+
+    async def ours_run(number: int, execute: bool) -> list[dict[str, Any]]:
+        extra = ["--execute"] if execute else []
+        done = await asyncio.gather(*(cli("groups", "reset-offsets", ours[p], "-b", bootstrap,
+                                          *_step_args(topic, STEPS[number][0], at_time), *extra, "--format", "json")
+                                      for p in PROTOCOLS))
+        results = [our_json(d) for d in done]
+        for result in results:
+            assert result["executed"] is execute
+            assert _rows(result, "new") == STEPS[number][1]
+            assert _rows(result, "current") == {p: (after[number - 1] if number else COMMITTED)[p]
+                                                for p in STEPS[number][1]}
+        if execute:
+            assert await _committed(bootstrap, list(ours.values())) == [after[number]] * 2
+        return results
+
+    async def ours_chain(number: int) -> list[dict[str, Any]]:
+        if number:
+            await ours_run(number - 1, execute=True)
+        return await ours_run(number, execute=False)
+
     for number, (options, plan) in enumerate(STEPS):
-        topic_arg = topic + (options.pop() if options[-1].startswith(":") else "")
-        mode = [_iso(at_time) if o == "AT" else o for o in options]
         refused = list(active.values()) if number == 0 else []  # Kafka's tool refuses them among the rest
         group_args = [arg for g in [*theirs.values(), *refused] for arg in ("--group", g)]
-        dry = [cli("groups", "reset-offsets", ours[p], "-b", bootstrap, "--topic", topic_arg, *mode,
-                   "--format", "json") for p in PROTOCOLS]
-        mine_refused = [cli("groups", "reset-offsets", g, "-b", bootstrap, "--topic", topic_arg, *mode)
-                        for g in refused]
-        their_run, *answers = await asyncio.gather(
-            java(bootstrap, "--reset-offsets", *group_args, "--topic", topic_arg, *mode, "--execute"),
-            *dry, *mine_refused)
+        their_run, dry, *mine_refused = await asyncio.gather(
+            java(bootstrap, "--reset-offsets", *group_args, *_step_args(topic, options, at_time), "--execute"),
+            ours_chain(number),
+            *(cli("groups", "reset-offsets", g, "-b", bootstrap, *_step_args(topic, options, at_time))
+              for g in refused))
         their_plan: dict[str, dict[int, int]] = {}
         for row in java_rows(their_run.stdout, "GROUP"):
             their_plan.setdefault(row[0], {})[int(row[2])] = int(row[3])
-        for protocol, done in zip(PROTOCOLS, answers[:2], strict=True):
-            result = our_json(done)
-            assert result["executed"] is False
-            assert {r["partition"]: r["current"] for r in result["partitions"]} == {p: expected[p] for p in plan}
-            assert {r["partition"]: r["new"] for r in result["partitions"]} == plan == their_plan[theirs[protocol]]
-        for group, done in zip(refused, answers[2:], strict=True):
+        assert [their_plan[theirs[p]] for p in PROTOCOLS] == [_rows(result, "new") for result in dry] == [plan] * 2
+        assert await _committed(bootstrap, list(theirs.values())) == [after[number]] * 2
+        for group, done in zip(refused, mine_refused, strict=True):
             assert (done.returncode, done.stdout) == (1, "")
             assert done.stderr.startswith(f"aiokafka-lite: cannot reset the offsets of group {group!r}: it is "
                                           "active (state Stable, 1 member(s))"), done.stderr
             assert (f"Error: Assignments can only be reset if the group '{group}' is inactive, but the current "
                     "state is Stable.") in their_run.stdout
             assert group not in their_plan
-        executed = await asyncio.gather(*(cli("groups", "reset-offsets", ours[p], "-b", bootstrap, "--topic",
-                                              topic_arg, *mode, "--execute", "--format", "json")
-                                          for p in PROTOCOLS))
-        for done in executed:
-            result = our_json(done)
-            assert result["executed"] is True
-            assert {r["partition"]: r["new"] for r in result["partitions"]} == plan
-        expected.update(plan)
-        # What each tool committed, read back alike (in this process: a CLI start per group costs a second).
-        views = await asyncio.gather(*(describe_group(bootstrap, g) for g in [*ours.values(), *theirs.values()]))
-        for view in views:
-            assert {r.partition: r.committed for r in view.partitions} == expected, (options, view)
+    await ours_run(len(STEPS) - 1, execute=True)
 
 
 def test_groups_errors_are_one_line(apache_kafka_broker, unique_group, unique_topic):
