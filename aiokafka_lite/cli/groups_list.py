@@ -87,8 +87,11 @@ async def _listings_on(cluster: Cluster, node_id: int, states: set[str]) -> list
     described |= await _classic_groups(cluster, node_id, [g for g, t in types.items() if t != "consumer"])
     listings = []
     for g in listed:
-        state, members = described.get(g["group_id"], (g.get("group_state") or "Dead", None))
-        state = g.get("group_state") or state
+        listed_state = g.get("group_state") or ""
+        state, members = described.get(g["group_id"], (listed_state or "Dead", None))
+        # ListGroups' own state wins (it is what --state filtered on), unless it is none Kafka
+        # names: Tansu 0.6 lists every group as "Unknown" though DescribeGroups says Empty.
+        state = listed_state if listed_state in STATES else state
         if not states or state in states:
             listings.append(GroupListing(g["group_id"], types[g["group_id"]], state, members, node_id))
     return listings

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
+from .._net.broker_identity import is_tansu
 from .._net.cluster import Cluster
 from ..errors import BrokerError
 from ..fetch.offset_lookup import OffsetLookup
 from ..protocol.messages import OFFSET_COMMIT
 from ..structs import TopicPartition
 from .group_admin import INACTIVE_STATES, admin_cluster, bounded, existing_group, run_group_command, topic_partitions
-from .groups import TIMEOUT_SECONDS
+from .groups import TIMEOUT_SECONDS, tansu_end_offsets_note
 from .reset_plan import PlanRow, ResetMode, plan_reset
 from .run import EXIT_OK, CommandFailed
 
@@ -40,6 +41,7 @@ class ResetResult:
     mode: str
     executed: bool
     partitions: list[PlanRow]
+    notes: list[str] = field(default_factory=list)  # why the plan may be wrong
 
 
 async def _lookups(cluster: Cluster, mode: ResetMode, tps: list[TopicPartition]
@@ -96,6 +98,11 @@ async def reset_offsets(bootstrap: str, group_id: str, topics: list[tuple[str, l
             rows = plan_reset(mode, tps, committed, starts, ends, by_time)
         except ValueError as exc:
             raise CommandFailed(str(exc)) from None
+        notes = [tansu_end_offsets_note()] if mode.needs_end and await is_tansu(cluster) else []
+        if execute and notes:
+            raise CommandFailed(f"not committing: the broker is Tansu, whose log-end offsets are wrong, and "
+                                f"--{mode.name} depends on them (only --to-earliest does not); the plan may "
+                                "be wrong: see the dry run's note")
         if execute:
             try:
                 await commit_plan(cluster, group_id, rows)
@@ -105,7 +112,7 @@ async def reset_offsets(bootstrap: str, group_id: str, topics: list[tuple[str, l
                 # Kafka 4.3 answers an admin commit so (classic and consumer groups) once a member is in.
                 raise CommandFailed(f"group {group_id!r} has a member again (it joined after the check); "
                                     f"the broker refused the commit ({exc}): nothing was reset") from None
-    return ResetResult(group_id, group.group_type, group.state, mode.name, execute, rows)
+    return ResetResult(group_id, group.group_type, group.state, mode.name, execute, rows, notes)
 
 
 def render_text(result: ResetResult, out: TextIO) -> None:
@@ -117,6 +124,8 @@ def render_text(result: ResetResult, out: TextIO) -> None:
         out.write(f"committed: group {result.group_id} will start from NEW-OFFSET\n")
     else:
         out.write("dry run: nothing committed (add --execute to commit NEW-OFFSET)\n")
+    for note in result.notes:
+        out.write(f"* {note}\n")
 
 
 def render_json(result: ResetResult, out: TextIO) -> None:

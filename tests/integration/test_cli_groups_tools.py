@@ -272,3 +272,34 @@ def test_groups_errors_are_one_line(apache_kafka_broker, unique_group, unique_to
         done = run_cli("groups", *args, "-b", bootstrap)
         assert (done.returncode, done.stderr, done.stdout) == (code, line + "\n", "")
     assert time.monotonic() - started < 20
+
+
+@pytest.mark.asyncio
+async def test_on_tansu_list_shows_the_described_state_and_only_earliest_is_committed(tansu_broker, unique_topic,
+                                                                                       unique_group):
+    bootstrap = tansu_broker.bootstrap_servers
+    create_topic(bootstrap, unique_topic, partitions=1)
+    produce(bootstrap, unique_topic, [{"value": f"v{i}"} for i in range(10)], enable_idempotence=True)
+    # Short session: Tansu answers a new group's first JoinGroup after half of it.
+    async with Consumer(unique_topic, bootstrap_servers=bootstrap, group_id=unique_group, auto_offset_reset="earliest",
+                        enable_auto_commit=False, session_timeout_ms=2000, heartbeat_interval_ms=500) as consumer:
+        await poll_until(consumer, lambda got: len(got) >= 10)
+        await consumer.commit({TopicPartition(unique_topic, 0): OffsetAndMetadata(7)})
+    reset = ["groups", "reset-offsets", unique_group, "-b", bootstrap, "--topic", unique_topic]
+    listed, latest_plan, latest, earliest = await asyncio.gather(
+        cli("groups", "list", "-b", bootstrap, "--format", "json"), cli(*reset, "--to-latest"),
+        cli(*reset, "--to-latest", "--execute"), cli(*reset, "--to-earliest", "--execute", "--format", "json"))
+    [mine] = [g for g in our_json(listed) if g["group_id"] == unique_group]
+    # Tansu 0.6 lists every group as "Unknown"; DescribeGroups knows better.
+    assert (mine["group_type"], mine["state"], mine["members"]) == ("classic", "Empty", 0)
+    # Its log end is wrong (1 + a batch's base offset, not 10), so the plan says so and is not committed...
+    assert latest_plan.returncode == 0, latest_plan.stderr
+    assert "* the broker is Tansu, so END and LAG may be too low" in latest_plan.stdout
+    assert (latest.returncode, latest.stdout) == (1, "")
+    assert latest.stderr.startswith("aiokafka-lite: not committing: the broker is Tansu, whose log-end offsets are "
+                                    "wrong, and --to-latest depends on them")
+    # ...while the log start is right, so --to-earliest is.
+    result = our_json(earliest)
+    assert (result["executed"], result["notes"], _rows(result, "new")) == (True, [], {0: 0})
+    [view] = await asyncio.gather(describe_group(bootstrap, unique_group))
+    assert [(p.partition, p.committed) for p in view.partitions] == [(0, 0)]
