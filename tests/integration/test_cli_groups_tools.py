@@ -125,11 +125,12 @@ async def test_list_lag_and_every_reset_mode_agree_with_kafkas_tool(apache_kafka
 async def _list_and_lag_agree(bootstrap: str, ours: dict[str, str], active: dict[str, str]) -> None:
     groups = [*ours.values(), *active.values()]
     group_args = [arg for g in groups for arg in ("--group", g)]
-    listed, described, offsets, our_list, *our_lags = await asyncio.gather(
+    listed, described, offsets, our_list, our_stable, *our_lags = await asyncio.gather(
         java(bootstrap, "--list", "--state", "--type"),
         java(bootstrap, "--describe", "--state", *group_args),
         java(bootstrap, "--describe", *group_args),
         cli("groups", "list", "-b", bootstrap, "--format", "json"),
+        cli("groups", "list", "-b", bootstrap, "--state", "stable,Reconciling", "--format", "json"),
         *(cli("groups", "lag", g, "-b", bootstrap, "--format", "json") for g in groups))
 
     # groups list: type and state as `--list --state --type`, members as `--describe --state`.
@@ -143,6 +144,9 @@ async def _list_and_lag_agree(bootstrap: str, ours: dict[str, str], active: dict
         assert (mine[ours[protocol]]["state"], mine[ours[protocol]]["members"]) == ("Empty", 0)
         assert (mine[active[protocol]]["state"], mine[active[protocol]]["members"]) == ("Stable", 1)
         assert mine[ours[protocol]]["group_type"] == protocol
+    stable = {g["group_id"] for g in our_json(our_stable)}
+    assert set(active.values()) <= stable
+    assert not stable & set(ours.values())  # (other tests' groups may change state meanwhile: not compared)
 
     # groups lag: CURRENT-OFFSET, LOG-END-OFFSET and LAG of `--describe`, row for row.
     their_lag = {(row[0], int(row[2])): (int(row[3]), int(row[4]), int(row[5]))
