@@ -22,6 +22,9 @@ commit); with it, Kafka's auto-commit runs and no ``offsets_committed`` events a
 outlives the wrapper: ``__exit__`` and errors in ``start()`` stop it, and a watchdog kills the whole
 process group if the Python process dies first. Logs (log4j2, stderr) go to a file whose tail is
 quoted in every error; stdout carries only the events.
+
+``run_kafka_tool(main_class, args)`` runs one of Kafka's command-line tools from the same jars to
+its end (``ConsumerGroupCommand`` is what kafka-consumer-groups.sh runs).
 """
 
 from __future__ import annotations
