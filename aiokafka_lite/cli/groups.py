@@ -85,7 +85,7 @@ def tansu_end_offsets_note() -> str:
             f"(aiokafka_lite.testing.tansu.DEVIATIONS[{deviation.name!r}])")
 
 
-async def _committed(cluster: Cluster, node_id: int, group_id: str) -> dict[TopicPartition, int]:
+async def committed_offsets(cluster: Cluster, node_id: int, group_id: str) -> dict[TopicPartition, int]:
     # topics=None asks for every partition the group has committed (v2+); both layouts are filled
     # because v8+ reads the batched `groups` list.
     body = {"group_id": group_id, "topics": None, "require_stable": False,
@@ -128,7 +128,7 @@ def describe_config(bootstrap: str) -> ConsumerConfig:
                                            "default.api.timeout.ms": int(TIMEOUT_SECONDS * 1000)})
 
 
-async def _members_and_offsets(cluster: Cluster, group_id: str,
+async def members_and_offsets(cluster: Cluster, group_id: str,
                                retried: list[BrokerError]) -> tuple[GroupMembers, dict[TopicPartition, int]]:
     """Ask the coordinator, again after a retriable error (as Java's admin client does, appending it to
     ``retried``) until the caller's deadline: a coordinator still loading, or one that moved."""
@@ -136,7 +136,7 @@ async def _members_and_offsets(cluster: Cluster, group_id: str,
         try:
             node_id = await cluster.find_coordinator(group_id)
             return (await describe_members(cluster, node_id, group_id),
-                    await _committed(cluster, node_id, group_id))
+                    await committed_offsets(cluster, node_id, group_id))
         except BrokerError as exc:
             if not exc.retriable:
                 raise
@@ -158,7 +158,7 @@ async def describe_group(bootstrap: str, group_id: str, timeout: float = TIMEOUT
         # Outside the deadline's scope, so that its own timeout error, which says why, is the one raised.
         await cluster.bootstrap(timeout=timeout)
         async with asyncio.timeout_at(deadline):
-            group, committed = await _members_and_offsets(cluster, group_id, retried)
+            group, committed = await members_and_offsets(cluster, group_id, retried)
             owned = {tp for m in group.members for tp in m.assignment or ()}
             step = "looking up the end offsets"
             ends = await _end_offsets(cluster, owned | set(committed))

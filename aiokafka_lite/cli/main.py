@@ -3,6 +3,10 @@
     aiokafka-lite consume TOPIC [--bootstrap-server H:P] [--group G] [--from earliest|latest]
                                 [--format text|json] [--max N] [-X name=value ...]
     aiokafka-lite groups describe GROUP [--bootstrap-server H:P] [--format text|json]
+    aiokafka-lite groups list [--state S[,S...]] [--format text|json]
+    aiokafka-lite groups lag GROUP [--format text|json]
+    aiokafka-lite groups reset-offsets GROUP --topic T[:P,P...] (--to-earliest | --to-latest |
+                  --to-datetime ISO | --shift-by N | --to-offset N) [--execute] [--format text|json]
     aiokafka-lite demo [--broker tansu|kafka] [--view auto|live|plain]
     aiokafka-lite --version     (also says which record decoder runs: native or python)
 
@@ -16,7 +20,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from .reset_plan import ResetMode
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 EXIT_USAGE = 2
@@ -61,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     describe.add_argument("group")
     describe.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP)
     describe.add_argument("--format", choices=("text", "json"), default="text")
+    _group_tool_parsers(group_commands)
 
     demo = commands.add_parser("demo", help="KIP-62 liveness live, on an embedded broker")
     demo.add_argument("--broker", choices=("tansu", "kafka"), default="tansu",
@@ -68,6 +76,79 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                       help="live table (needs rich), plain lines, or auto: live on a terminal")
     return parser
+
+
+def _group_tool_parsers(group_commands: argparse._SubParsersAction[_Parser]) -> None:
+    """``groups list | lag | reset-offsets`` (docs/groups.md: each beside kafka-consumer-groups.sh)."""
+    listing = group_commands.add_parser("list", help="every consumer group: type, state, members")
+    listing.add_argument("--state", default=None, metavar="S[,S...]", help="only groups in these states")
+    lag = group_commands.add_parser("lag", help="committed offset, log-end offset and lag per partition, and the total")
+    lag.add_argument("group")
+    reset = group_commands.add_parser("reset-offsets", help="plan (default) or --execute a reset of an inactive group")
+    reset.add_argument("group")
+    reset.add_argument("--topic", action="append", required=True, metavar="T[:P,P...]",
+                       help="a topic, or some of its partitions (orders:0,2); may be repeated")
+    modes = reset.add_mutually_exclusive_group(required=True)
+    modes.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    modes.add_argument("--to-latest", action="store_true", help="the log end offset")
+    modes.add_argument("--to-datetime", metavar="ISO", help="the first offset at or after this time (no zone: UTC)")
+    modes.add_argument("--shift-by", type=int, metavar="N", help="the committed offset + N (N may be negative)")
+    modes.add_argument("--to-offset", type=int, metavar="N", help="offset N")
+    apply = reset.add_mutually_exclusive_group()
+    apply.add_argument("--execute", action="store_true", help="commit the plan (default: only print it)")
+    apply.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
+    for sub in (listing, lag, reset):
+        sub.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP)
+        sub.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def _reset_mode(args: argparse.Namespace) -> ResetMode:
+    """The ResetMode the options ask for, or what is wrong with them."""
+    from .reset_plan import ResetMode, parse_datetime
+
+    if args.to_earliest:
+        return ResetMode("to-earliest")
+    if args.to_latest:
+        return ResetMode("to-latest")
+    if args.to_datetime is not None:
+        return ResetMode("to-datetime", parse_datetime(args.to_datetime))
+    if args.shift_by is not None:
+        return ResetMode("shift-by", args.shift_by)
+    return ResetMode("to-offset", args.to_offset)
+
+
+def _run_groups(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from .group_admin import admin_config
+
+    if getattr(args, "group", None) == "":
+        return _usage_error("GROUP must not be empty")
+    try:
+        admin_config(args.bootstrap_server)
+    except ConfigError as exc:
+        return _usage_error(str(exc))
+    if args.group_command == "describe":
+        from .groups import run_describe
+        return run_describe(args.group, args.bootstrap_server, output_format=args.format)
+    if args.group_command == "lag":
+        from .groups_lag import run_lag
+        return run_lag(args.group, args.bootstrap_server, output_format=args.format)
+    if args.group_command == "list":
+        from .groups_list import parse_states, run_list
+        try:
+            states = parse_states(args.state) if args.state else set()
+        except ValueError as exc:
+            return _usage_error(str(exc))
+        return run_list(args.bootstrap_server, states=states, output_format=args.format)
+    from .reset_offsets import run_reset
+    from .reset_plan import parse_topic
+    try:
+        mode = _reset_mode(args)
+        topics = [parse_topic(t) for t in args.topic]
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    return run_reset(args.group, args.bootstrap_server, topics, mode, execute=args.execute,
+                     output_format=args.format)
 
 
 def _properties(pairs: list[str]) -> dict[str, str] | str:
@@ -134,16 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_consume(args.topic, args.bootstrap_server, group=args.group, start=args.start,
                            output_format=args.format, max_records=args.max, properties=properties)
     if args.command == "groups":
-        from ..errors import ConfigError
-        from .groups import describe_config, run_describe
-
-        if not args.group:
-            return _usage_error("GROUP must not be empty")
-        try:
-            describe_config(args.bootstrap_server)
-        except ConfigError as exc:
-            return _usage_error(str(exc))
-        return run_describe(args.group, args.bootstrap_server, output_format=args.format)
+        return _run_groups(args)
     if args.command == "demo":
         from .demo import main as run_demo
         return run_demo(args.broker, view=args.view)

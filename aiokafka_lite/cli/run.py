@@ -17,6 +17,11 @@ EXIT_KAFKA_ERROR = 1
 Command = Callable[[asyncio.Event], Awaitable[int]]
 
 
+class CommandFailed(KafkaError):
+    """A failure the command explains itself (a group that does not exist, a refused reset): its
+    message alone is the line on stderr, without an error type in front."""
+
+
 async def _with_stop_signals(command: Command) -> int:
     """Run ``command(stop)``; SIGINT and SIGTERM set ``stop`` so the command can close what it opened."""
     stop = asyncio.Event()
@@ -55,6 +60,9 @@ def run_command(command: Command) -> int:
     try:
         with _warnings_on_stderr():
             return asyncio.run(_with_stop_signals(command))
+    except CommandFailed as exc:
+        print(f"aiokafka-lite: {exc}", file=sys.stderr)
+        return EXIT_KAFKA_ERROR
     except KafkaError as exc:
         print(f"aiokafka-lite: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_KAFKA_ERROR

@@ -22,12 +22,16 @@ commit); with it, Kafka's auto-commit runs and no ``offsets_committed`` events a
 outlives the wrapper: ``__exit__`` and errors in ``start()`` stop it, and a watchdog kills the whole
 process group if the Python process dies first. Logs (log4j2, stderr) go to a file whose tail is
 quoted in every error; stdout carries only the events.
+
+``run_kafka_tool(main_class, args)`` runs one of Kafka's command-line tools from the same jars to
+its end (``ConsumerGroupCommand`` is what kafka-consumer-groups.sh runs).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -349,3 +353,15 @@ def _options(group_protocol: str, assignment_strategy: str | None, group_remote_
     if session_timeout_ms is not None:
         options += ["--session-timeout", str(session_timeout_ms)]
     return options
+
+
+def run_kafka_tool(main_class: str, args: list[str], *, kafka_version: str = DEFAULT_VERSION,
+                   timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools from the broker's jars to its end, e.g.
+    ``run_kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", ["--bootstrap-server",
+    servers, "--list"])`` (what kafka-consumer-groups.sh runs); stdout and stderr as text. Its log4j2
+    says nothing below ERROR (its default), so stdout holds only what the tool prints."""
+    java = require_tool("java", f"run Kafka's {main_class}")
+    jars = kafka_jars(kafka_version)
+    return subprocess.run([java, *_JVM_OPTS, "-cp", f"{jars}/*", main_class, *args], capture_output=True,
+                          text=True, timeout=timeout, check=False)
