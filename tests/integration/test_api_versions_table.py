@@ -1,0 +1,60 @@
+"""KIP-896: Apache Kafka 4.0 removed old versions of many APIs. Against the ApiVersions of a 3.9.1 and
+a 4.3.1 broker, every API this client sends resolves to a version both sides speak, never below what
+4.x still serves; where nothing overlaps, the error names both ranges. The table is printed (run
+with -s) for the record."""
+
+from __future__ import annotations
+
+import pytest
+
+from aiokafka_lite._net.connection import Connection
+from aiokafka_lite._net.options import ConnectionOptions
+from aiokafka_lite.errors import UnsupportedVersionError
+from aiokafka_lite.protocol.api import pick_version
+from aiokafka_lite.protocol.messages import APIS_BY_KEY
+
+# Test-only requests (the testing helpers' producer and topic creation) are not the consumer's.
+SENT = sorted((api for api in APIS_BY_KEY.values() if api.name not in ("Produce", "CreateTopics")),
+              key=lambda api: api.key)
+# The KIP-848 APIs appear in a 3.9 broker's ApiVersions only with the new group coordinator enabled.
+KIP848 = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
+
+
+async def _broker_versions(broker) -> dict[int, tuple[int, int]]:
+    host, _, port = broker.bootstrap_servers.split(",")[0].rpartition(":")
+    connection = await Connection.open(host, int(port), ConnectionOptions(), timeout=10.0)
+    try:
+        return dict(connection.broker_versions)
+    finally:
+        await connection.close()
+
+
+@pytest.mark.asyncio
+async def test_every_api_we_send_has_a_common_version_with_3_9_and_4_3(apache_kafka_broker, kafka39_broker):
+    kafka4 = await _broker_versions(apache_kafka_broker)
+    kafka39 = await _broker_versions(kafka39_broker)
+    rows = [f"{'API':24} {'ours':>7} {'3.9.1':>7} {'sent':>5} {'4.3.1':>7} {'sent':>5}"]
+    for api in SENT:
+        row = f"{api.name:24} {api.min_version:>3}-{api.max_version:<3}"
+        for versions, name in ((kafka39, "3.9.1"), (kafka4, "4.3.1")):
+            if api.key not in versions:
+                assert name == "3.9.1", f"{name} lacks {api.name}"
+                assert api.name in KIP848, f"{name} lacks {api.name}"
+                row += f" {'-':>7} {'-':>5}"
+                continue
+            low, high = versions[api.key]
+            sent = pick_version(api, low, high)
+            assert max(low, api.min_version) <= sent <= min(high, api.max_version)
+            row += f" {low:>3}-{high:<3} {sent:>5}"
+        rows.append(row)
+        # Never a version 4.x removed: our lowest is one 4.3.1 still serves.
+        assert api.min_version >= kafka4[api.key][0], f"{api.name} v{api.min_version} is gone from 4.x"
+    print("\n" + "\n".join(rows))
+
+
+def test_no_common_version_names_both_ranges():
+    fetch = next(api for api in APIS_BY_KEY.values() if api.name == "Fetch")
+    with pytest.raises(UnsupportedVersionError,
+                       match=rf"Fetch: the broker supports v0-v3, this client v{fetch.min_version}-"
+                             rf"v{fetch.max_version}; no common version"):
+        pick_version(fetch, 0, 3)
