@@ -67,11 +67,20 @@ class ConsumerRecords(Sequence[ConsumerRecord]):
     indexing give lists.
     """
 
-    __slots__ = ("_by_partition", "_records")
+    __slots__ = ("_by_partition", "_next_offsets", "_records")
 
-    def __init__(self, by_partition: Mapping[TopicPartition, Sequence[ConsumerRecord]] | None = None) -> None:
+    def __init__(self, by_partition: Mapping[TopicPartition, Sequence[ConsumerRecord]] | None = None,
+                 next_offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None) -> None:
         self._by_partition = dict(by_partition or {})
+        self._next_offsets = dict(next_offsets or {})
         self._records: list[ConsumerRecord] | None = None
+
+    def next_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """For each partition whose position this poll moved, the offset to commit to resume after
+        it, with the leader epoch of the last batch read (KIP-1094, Java's nextOffsets()). It can
+        be past the last record returned, or given with no record at all: transaction markers and
+        aborted records move the position too."""
+        return dict(self._next_offsets)
 
     def _flat(self) -> list[ConsumerRecord]:
         if self._records is None:

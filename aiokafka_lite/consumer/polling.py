@@ -76,9 +76,10 @@ async def poll_once(parts: PollParts, max_records: int) -> ConsumerRecords:
         if metadata_refresh_due(parts):
             await parts.poll_step("metadata", lambda: refresh_metadata(parts))
         records = fetcher.fetched_records(max_records)
+        moved = fetcher.next_offsets()
         fetcher.send_fetches()  # keep the next fetch in flight while the caller works
-        if records:
-            return ConsumerRecords(records)
+        if records or moved:  # a position moved past markers alone is news too (KIP-1094)
+            return ConsumerRecords(records, moved)
         await fetcher.wait_for_data(_wait_slice(parts.config))
 
 

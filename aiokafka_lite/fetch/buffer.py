@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 
 from ..errors import KafkaError, RecordDeserializationError
-from ..structs import TopicPartition
+from ..structs import OffsetAndMetadata, TopicPartition
 from ..subscription import SubscriptionState
 from .completed import NO_RECORDS, CompletedFetch, Converted, Records, poisoned
 from .log_truncation import check_divergence
@@ -38,6 +38,8 @@ class FetchBuffer:
         self._next: dict[TopicPartition, CompletedFetch] = {}
         self._errors: deque[Exception] = deque()
         self._data_ready = asyncio.Event()
+        # Where the last fetched_records() call moved each partition's position (KIP-1094).
+        self._moved: dict[TopicPartition, OffsetAndMetadata] = {}
 
     @property
     def completed(self) -> Mapping[TopicPartition, CompletedFetch]:
@@ -107,6 +109,7 @@ class FetchBuffer:
         are handed out, then its RecordDeserializationError is raised by every call (the partition
         next in line, as in Java) until a seek moves the partition past it.
         """
+        self._moved.clear()
         if self._errors:
             raise self._errors.popleft()
         out: dict[TopicPartition, Records] = {}
@@ -134,6 +137,10 @@ class FetchBuffer:
                 if cf is not None:  # more left: this partition goes to the back of the line
                     self._completed[tp] = self._completed.pop(tp)
         return out
+
+    def next_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Where the last fetched_records() call moved each partition's position."""
+        return dict(self._moved)
 
     def _drain(self, cf: CompletedFetch, limit: int) -> Records:
         state = cf.current_state(self._subscription.assignment)
@@ -166,10 +173,15 @@ class FetchBuffer:
         if chunk and self._convert is not None:
             chunk, bad = self._convert(chunk)
             if bad is not None:
-                return poisoned(cf, state, chunk, *bad)
+                chunk = poisoned(cf, state, chunk, *bad)
+                self._moved[cf.tp] = OffsetAndMetadata(cf.position, "", state.leader_epoch)
+                return chunk
         state.position = cf.position = records.position
         if records.position_leader_epoch is not None:
             state.leader_epoch = records.position_leader_epoch
+
+        if cf.position != start:
+            self._moved[cf.tp] = OffsetAndMetadata(cf.position, "", state.leader_epoch)
         if records.exhausted:
             self._finish(cf.tp)
             if not chunk and records.record_too_large and records.position == start:

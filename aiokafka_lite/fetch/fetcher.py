@@ -28,7 +28,7 @@ from .._net.backoff import Backoff
 from .._net.failure_log import FailureLog
 from ..errors import BrokerError
 from ..protocol.messages import FETCH
-from ..structs import TopicPartition
+from ..structs import OffsetAndMetadata, TopicPartition
 from ..subscription import SubscriptionState
 from .buffer import FetchBuffer
 from .completed import Deserializer, Records, converter
@@ -268,6 +268,10 @@ class Fetcher:
         next in line, as in Java) until a seek moves the partition past it.
         """
         return self._buffer.fetched_records(max_records)
+
+    def next_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """For each partition the last fetched_records() moved, its new position (KIP-1094)."""
+        return self._buffer.next_offsets()
 
     def wake(self) -> None:
         """End a wait_for_data() early: the poll path has something else to do (e.g. rejoin)."""
