@@ -38,6 +38,10 @@ class FetchBuffer:
         self._next: dict[TopicPartition, CompletedFetch] = {}
         self._errors: deque[Exception] = deque()
         self._data_ready = asyncio.Event()
+        # metrics(): records handed out, and the bytes (as fetched) of the data wholly handed out.
+        # Counted once per hand-out and per partition's data, never per record.
+        self.records_consumed = 0
+        self.bytes_consumed = 0
 
     @property
     def completed(self) -> Mapping[TopicPartition, CompletedFetch]:
@@ -133,6 +137,7 @@ class FetchBuffer:
                     break  # stopped before a record that fails to deserialize: the next call raises
                 if cf is not None:  # more left: this partition goes to the back of the line
                     self._completed[tp] = self._completed.pop(tp)
+        self.records_consumed += max_records - left
         return out
 
     def _drain(self, cf: CompletedFetch, limit: int) -> Records:
@@ -172,6 +177,7 @@ class FetchBuffer:
             state.leader_epoch = records.position_leader_epoch
         if records.exhausted:
             self._finish(cf.tp)
+            self.bytes_consumed += cf.size
             if not chunk and records.record_too_large and records.position == start:
                 raise KafkaError(
                     f"the record batch at offset {cf.position} of {cf.tp.topic}-{cf.tp.partition} is "
