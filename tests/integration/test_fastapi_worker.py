@@ -15,7 +15,8 @@ from types import ModuleType
 
 import pytest
 
-from aiokafka_lite import Consumer
+from aiokafka_lite import Consumer, OffsetAndMetadata, TopicPartition
+from aiokafka_lite.errors import KafkaError
 from aiokafka_lite.testing._process import free_port
 from aiokafka_lite.testing.helpers import create_topic, produce
 
@@ -328,6 +329,8 @@ async def test_metrics_endpoint_serves_prometheus_text_for_two_consumers(apache_
         while len(got) < records:
             got.extend(await other.poll(timeout=1.0))
         await other.commit()
+        with pytest.raises(KafkaError):  # a partition the broker does not have: counted apart
+            await other.commit({TopicPartition(f"{unique_topic}-missing", 0): OffsetAndMetadata(1)}, timeout=1.0)
         app.state.prometheus.add(other)
 
         async def processed_and_heartbeating() -> bool:
@@ -367,7 +370,7 @@ async def test_metrics_endpoint_serves_prometheus_text_for_two_consumers(apache_
     assert value("aiokafka_lite_commits_total", **b) == 1
     assert value("aiokafka_lite_commit_duration_seconds_count", **b) == 1
     assert 0 < value("aiokafka_lite_commit_duration_seconds_sum", **b) < 5
-    assert value("aiokafka_lite_commit_failures_total", **b) == 0
+    assert value("aiokafka_lite_commit_failures_total", **b) == 1
     assert 0 < value("aiokafka_lite_heartbeat_round_trip_seconds", **a) < 5
     decoder = as_json["record_decoder"]
     assert value("aiokafka_lite_consumer_info", **a, group_protocol="classic", rebalance_protocol="eager",
