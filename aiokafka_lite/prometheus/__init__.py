@@ -18,6 +18,12 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+try:
+    import prometheus_client  # noqa: F401
+except ImportError as exc:  # said once, with the way out, instead of a bare "No module named"
+    raise ImportError(f"aiokafka_lite.prometheus needs prometheus_client ({exc}): "
+                      "pip install 'aiokafka-lite[prometheus]'") from exc
+
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import gc
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +238,10 @@ def test_docs_list_every_family():
     for family in FAMILIES:
         exposed = {"counter": "_total", "info": "_info"}.get(family.type, "")
         assert re.search(rf"`{family.full_name}{exposed}`", page), family.full_name
+
+
+def test_without_prometheus_client_the_import_says_which_extra_to_install():
+    code = ("import sys; sys.modules['prometheus_client'] = None\n"
+            "try:\n    import aiokafka_lite.prometheus\nexcept ImportError as exc:\n    print(exc)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "pip install 'aiokafka-lite[prometheus]'" in out.stdout
