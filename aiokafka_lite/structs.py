@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from enum import Enum
 from itertools import chain
 from typing import Any, NamedTuple
+
+
+class GroupMembershipOperation(Enum):
+    """What close() tells the group (KIP-1092, Java's CloseOptions.GroupMembershipOperation).
+
+    LEAVE: leave now, static members too, so the partitions move at once. REMAIN: tell the group
+    nothing; the member keeps its partitions until its session lapses (a static member restarting
+    within the session, or a handover by session timeout). DEFAULT: dynamic members leave, static
+    members remain (under the consumer protocol a static member says it will come back, epoch -2).
+    """
+
+    LEAVE = "leave"
+    REMAIN = "remain"
+    DEFAULT = "default"
 
 
 class TopicPartition(NamedTuple):

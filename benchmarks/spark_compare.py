@@ -10,7 +10,8 @@ fetched with Maven into ~/.cache/aiokafka-lite. Both read the
 whole topic in one batch query on ``local[N]``, or with ``--cluster N`` on a Spark standalone cluster
 of N one-core workers on loopback (aiokafka_lite.testing.spark_standalone: executors in processes
 of their own), and compute ``count(*)`` and ``sum(length(value))``,
-so every value is materialised in Spark. With ``--min-partitions M`` each source also
+so every value is materialised in Spark. ``--check-rows`` then compares the two sources' rows and
+records which executors ran our tasks. With ``--min-partitions M`` each source also
 reads with ``minPartitions=M``, which splits large Kafka partitions into M tasks. The first run of
 each source is a warm-up (JVM JIT,
 Python workers); the best of the timed runs is reported, as records/s, with the ratio of ours to
@@ -231,6 +232,30 @@ def measure(spark: Any, source: str, bootstrap: str, topic: str, expected: int, 
     return rates
 
 
+def same_rows(spark: Any, bootstrap: str, topic: str, min_partitions: int | None) -> dict[str, Any]:
+    """Ours and Spark's rows of the same read compared, and where our tasks ran: the rows of each
+    missing from the other (duplicates counted, so with equal counts 0 and 0 mean the same rows),
+    and per task its record count and its executor's directory (<worker work dir>/<app>/<executor>
+    on a cluster; the driver's directory on local[N])."""
+    def load(source: str) -> Any:
+        reader = (spark.read.format(source).option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest")
+                  .option("endingOffsets", "latest"))
+        if min_partitions is not None:
+            reader = reader.option("minPartitions", str(min_partitions))
+        return reader.load().select("topic", "partition", "offset", "key", "value", "timestamp")
+
+    ours, theirs = load("aiokafka_lite"), load("kafka")
+    tasks = (ours.select("offset").rdd
+             .mapPartitionsWithIndex(lambda index, rows: [(index, os.getcwd(), sum(1 for _ in rows))])
+             .collect())
+    return {"records": {"aiokafka_lite": ours.count(), "kafka": theirs.count()},
+            "aiokafka_lite_rows_not_in_kafka": ours.exceptAll(theirs).count(),
+            "kafka_rows_not_in_aiokafka_lite": theirs.exceptAll(ours).count(),
+            "aiokafka_lite_tasks": [{"task": index, "records": count, "executor_dir": cwd}
+                                    for index, cwd, count in sorted(tasks)]}
+
+
 def _variant(source: str, min_partitions: int | None) -> str:
     return source if min_partitions is None else f"{source} minPartitions={min_partitions}"
 
@@ -246,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", type=int, metavar="N", help="a Spark standalone cluster of N one-core "
                         "workers on loopback instead of local[--cores]")
     parser.add_argument("--min-partitions", type=int, help="also read with minPartitions=M")
+    parser.add_argument("--check-rows", action="store_true", help="after timing, compare both sources' "
+                        "rows (sorted topic, partition, offset, key, value, timestamp) and record where "
+                        "our tasks ran (with --min-partitions, for that read)")
     parser.add_argument("--spark-kafka-version", help="version of spark-sql-kafka-0-10 (default: pyspark's "
                         "when Maven Central serves it, else the newest served one below it)")
     parser.add_argument("--token-provider-version", help="version of spark-token-provider-kafka-0-10 "
@@ -278,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         runs = {_variant(source, split): measure(spark, source, bootstrap, topic, args.records, args.runs, split)
                 for source, split in variants}
         version = spark.version
+        rows = None
+        if args.check_rows:
+            rows = same_rows(spark, bootstrap, topic, args.min_partitions)
+            print(f"rows compared: {json.dumps(rows, indent=2)}", flush=True)
     results = {name: max(rates) for name, rates in runs.items()}
     ratios = {_variant("aiokafka_lite / kafka", split): results[_variant("aiokafka_lite", split)]
               / results[_variant("kafka", split)] for split in splits}
@@ -297,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         "master": where, "records": args.records, "size": args.size, "partitions": args.partitions,
         "min_partitions": args.min_partitions, "decoder": decoder, "runs": args.runs,
         "records_per_s_runs": runs, "records_per_s": results,
-        "ratio": ratios[_variant("aiokafka_lite / kafka", None)], "ratios": ratios}, indent=2) + "\n")
+        "ratio": ratios[_variant("aiokafka_lite / kafka", None)], "ratios": ratios, "rows_compared": rows},
+        indent=2) + "\n")
     print(f"written to {path}")
     return 0
 

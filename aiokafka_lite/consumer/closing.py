@@ -7,8 +7,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import KafkaError
-from ..structs import OffsetAndMetadata, TopicPartition
+from ..errors import InvalidArgumentError, KafkaError
+from ..structs import GroupMembershipOperation, OffsetAndMetadata, TopicPartition
 from ..subscription import SubscriptionType
 from .polling import REBALANCE
 
@@ -63,7 +63,8 @@ class CloseParts(RebalanceParts, Protocol):
     async def finish_unsubscribe(self) -> None: ...
 
 
-async def close_gracefully(parts: CloseParts, timeout: float | None) -> None:
+async def close_gracefully(parts: CloseParts, timeout: float | None,
+                           operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> None:
     """Auto-commit, revoke, leave the group; a lapse or an error here only skips to the forced part."""
     member = parts.member
     if not parts.started or member is None:
@@ -84,14 +85,28 @@ async def close_gracefully(parts: CloseParts, timeout: float | None) -> None:
             if owned and in_group:
                 await parts.revoke_on_close(owned)
             await member.stop_liveness()
-            await member.leave("the consumer is being closed", timeout=None)
+            await member.leave("the consumer is being closed", timeout=None, operation=operation)
     except TimeoutError:
         log.warning("close(): the graceful part took longer than %s s; closing by force", timeout)
     except KafkaError as exc:
         log.warning("close(): %s; closing by force", exc)
 
 
-async def leave_by_force(member: GroupMember) -> None:
+def membership_operation(value: object) -> GroupMembershipOperation:
+    """close()'s ``group_membership``: a GroupMembershipOperation or its value ("leave", "remain",
+    "default"); anything else is refused before anything closes."""
+    if isinstance(value, GroupMembershipOperation):
+        return value
+    for operation in GroupMembershipOperation:
+        if value == operation.value:
+            return operation
+    allowed = ", ".join(repr(op.value) for op in GroupMembershipOperation)
+    raise InvalidArgumentError(f"group_membership must be one of {allowed} (or a GroupMembershipOperation), "
+                               f"got {value!r}")
+
+
+async def leave_by_force(member: GroupMember,
+                         operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> None:
     """Closing by force (a lapsed or cancelled graceful part, close(timeout=0)) still tells the
     group, as Java's close() sends its LeaveGroup whatever the timeout: the partitions move now,
     not when the session lapses. Best effort, briefly; no listener callback runs here."""
@@ -99,6 +114,6 @@ async def leave_by_force(member: GroupMember) -> None:
         return  # left already, never joined, or mid-join (the leave would queue behind the join)
     try:
         async with asyncio.timeout(FORCED_LEAVE_LIMIT):
-            await member.leave("the consumer is being closed", timeout=None)
+            await member.leave("the consumer is being closed", timeout=None, operation=operation)
     except (TimeoutError, KafkaError) as exc:
         log.info("close(): the LeaveGroup of a forced close did not complete: %s", exc)

@@ -18,6 +18,7 @@ from ..structs import OffsetAndMetadata, TopicPartition
 from ._bounded import bounded
 from .commit_order import CommitQueue
 from .metrics import CommitFigures
+from .observers import ConsumerObservers
 
 log = logging.getLogger("aiokafka_lite.consumer")
 T = TypeVar("T")
@@ -42,8 +43,9 @@ class Commits:
 
     def __init__(self, config: ConsumerConfig, member: Callable[[], GroupMember],
                  ready: Callable[[], Awaitable[None]], standalone: Callable[[], bool],
-                 forcing_close: Callable[[], bool]) -> None:
+                 forcing_close: Callable[[], bool], observers: ConsumerObservers) -> None:
         self._config = config
+        self._observers = observers
         self._member = member
         self._ready = ready
         self._standalone = standalone
@@ -91,7 +93,8 @@ class Commits:
             return
         started = time.monotonic()
         try:
-            await send_commit(member, offsets, self._standalone(), self.retry)
+            with self._observers.commit(offsets):
+                await send_commit(member, offsets, self._standalone(), self.retry)
         except BaseException:
             self.figures.failed()  # cancelled (a lapsed timeout, close) or failed; re-raised
             raise

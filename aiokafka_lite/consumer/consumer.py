@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from .. import arrow
+from .. import arrow, structs
 from .._net.cluster import Cluster
 from ..arrow import ArrowBatch
 from ..config import ConsumerConfig
@@ -29,13 +29,14 @@ from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ..subscription import ResetStrategy, SubscriptionState, SubscriptionType
 from ._bounded import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
-from .closing import close_gracefully
+from .closing import close_gracefully, membership_operation
 from .commits import Commits, commit_error, offsets_arg, outcome_of, retrieve_outcome
 from .iteration import IterationBuffer
 from .lifecycle import Closing, SideTasks, Startup, close_by_force
 from .listener import ConsumerRebalanceListener
 from .lookups import partition_args, partitions_arg, position_of, topic_partitions
 from .metrics import snapshot
+from .observers import ConsumerObservers
 from .parts import ConsumerHooks, ConsumerParts, PollClock
 from .poll_steps import PollSteps
 from .polling import poll_once, update_positions
@@ -70,8 +71,9 @@ class Consumer:
         self._member: GroupMember | None = None
         self._poll_steps = PollSteps()
         self._side_tasks = SideTasks()
+        self.observers = ConsumerObservers()  # instrumentation (aiokafka_lite.otel) sees each poll and commit
         self._commits = Commits(config, lambda: self._require_member("commit()"), self._ready_to_commit,
-                                self._commits_standalone, lambda: self._closing.forcing)
+                                self._commits_standalone, lambda: self._closing.forcing, self.observers)
         self._timers = LivenessTimers(config.session_timeout, config.heartbeat_interval,
                                       config.max_poll_interval, config.retry_backoff, config.retry_backoff_max)
         self._timers_lock = threading.Lock()  # the heartbeat thread (heartbeat_mode="thread") shares the timers
@@ -135,24 +137,26 @@ class Consumer:
             self._member = make_member(cluster, self.config, self._parts, self._timers, self._timers_lock)
         self._stall.start()
 
-    async def close(self, timeout: float | None = 30.0) -> None:
+    async def close(self, timeout: float | None = 30.0,
+                    group_membership: structs.GroupMembershipOperation | str = "default") -> None:
         """Commit (if auto-commit), revoke, LeaveGroup within the timeout, then close by force.
-        `timeout=None` bounds the graceful part by request_timeout_ms, as Java does for an
-        unbounded close. Idempotent: a second call waits for the first, but no longer than its
-        own timeout; then it cuts the graceful part short and waits only for the forced part.
-        Cancelled, it cuts the graceful part short too, waits for the forced part (a brief
-        LeaveGroup; nothing the consumer owns is left running) and then re-raises the CancelledError."""
+        `timeout=None` bounds the graceful part by request_timeout_ms, as Java does. `group_membership`
+        (KIP-1092): "default" (dynamic members leave, static ones remain), "leave" (static ones too),
+        "remain" (the group is told nothing). Idempotent: a second call waits for the first, but no
+        longer than its own timeout, then cuts the graceful part short. Cancelled, it cuts the graceful
+        part short too, waits for the forced part (nothing is left running), re-raises the CancelledError."""
         timeout = check_timeout(timeout)  # NaN or negative: refused before anything closes
+        operation = membership_operation(group_membership)  # so is an unknown operation
         graceful_limit = self.config.request_timeout if timeout is None else timeout
-        await self._closing.close(timeout, lambda: close_gracefully(self._parts, graceful_limit),
-                                  self._close_by_force)
+        await self._closing.close(timeout, lambda: close_gracefully(self._parts, graceful_limit, operation),
+                                  lambda: self._close_by_force(operation))
 
-    async def _close_by_force(self) -> None:
+    async def _close_by_force(self, operation: structs.GroupMembershipOperation) -> None:
         """Cancel and await every task the consumer owns, close every connection."""
         self._closing.forcing = True
         await self._startup.stop()  # first: nothing it would open is left open
         await close_by_force(self._poll_steps, self._unsubscribing, self._commits, self._member, self._stall,
-                             self._side_tasks, self._fetcher, self._cluster)
+                             self._side_tasks, self._fetcher, self._cluster, operation)
 
     def _cluster_or_fail(self) -> Cluster:
         if self._cluster is None:
@@ -287,17 +291,18 @@ class Consumer:
         self._polls += 1
         if self._iter_buffer:  # fetched for an `async for` that stopped early: handed out first
             return self._iter_buffer.take(limit)
-        try:
-            with closed_not_cancelled(self._is_closed, "poll()"):
-                async with asyncio.timeout(limit_s):
-                    await self._finish_unsubscribe()  # the leave goes out before any rejoin
-                    await self._ready()  # connecting counts against this poll's timeout too
-                    return await poll_once(self._parts, limit)
-        except TimeoutError:
-            return ConsumerRecords()
-        finally:
-            # A cancelled or failed poll still counts as a poll: the watchdog must never get stuck.
-            self._stamp_poll()
+        with self.observers.poll() as seen:
+            try:
+                with closed_not_cancelled(self._is_closed, "poll()"):
+                    async with asyncio.timeout(limit_s):
+                        await self._finish_unsubscribe()  # the leave goes out before any rejoin
+                        await self._ready()  # connecting counts against this poll's timeout too
+                        return seen.got(await poll_once(self._parts, limit))
+            except TimeoutError:
+                return ConsumerRecords()
+            finally:
+                # A cancelled or failed poll still counts as a poll: the watchdog must never get stuck.
+                self._stamp_poll()
 
     async def poll_arrow(self, timeout: float = POLL_DEFAULT_TIMEOUT, max_records: int | None = None) -> ArrowBatch:
         """poll() as one Arrow record batch with the columns of Spark's Kafka source: key, value,
@@ -474,8 +479,7 @@ class Consumer:
         return self._offsets
 
     async def partitions_for(self, topic: str, timeout: Timeout = DEFAULT) -> list[TopicPartition]:
-        topics = await self._topics([topic], timeout)
-        return topics.get(topic, [])
+        return (await self._topics([topic], timeout)).get(topic, [])
 
     async def list_topics(self, timeout: Timeout = DEFAULT) -> dict[str, list[TopicPartition]]:
         return await self._topics(None, timeout)

@@ -15,6 +15,7 @@ from .._net.cluster import Cluster
 from ..config import ConsumerConfig
 from ..errors import ConsumerClosedError, KafkaError, KafkaTimeoutError
 from ..protocol import native
+from ..structs import GroupMembershipOperation
 from .closing import leave_by_force
 from .start_attempt import StartAttempt
 from .wiring import make_cluster
@@ -153,7 +154,8 @@ class SideTasks:
 
 async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, commits: Commits,
                          member: GroupMember | None, stall: StallMonitor, side_tasks: SideTasks,
-                         fetcher: Fetcher | None, cluster: Cluster | None) -> None:
+                         fetcher: Fetcher | None, cluster: Cluster | None,
+                         operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> None:
     """The forced part of close(), once the start attempt is stopped: cancel and await every
     task the consumer owns, close every connection."""
     await poll_steps.cancel()
@@ -162,7 +164,7 @@ async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, 
         await cancel(commit)
     if member is not None:
         await member.stop_liveness()
-        await leave_by_force(member)
+        await leave_by_force(member, operation)
     await stall.stop()
     for fut in side_tasks.running():
         await cancel(fut)

@@ -143,10 +143,13 @@ def partition_error(cf: CompletedFetch, subscription: SubscriptionState, planner
 
 def _offset_out_of_range(cf: CompletedFetch, where: str, subscription: SubscriptionState) -> None:
     if subscription.default_reset is ResetStrategy.NONE:
+        # A broker answering OFFSET_OUT_OF_RANGE may leave both bounds unknown (-1): not worth saying.
+        known = [f"{name} {value}" for name, value in (("log start", cf.log_start_offset),
+                                                       ("high watermark", cf.high_watermark)) if value >= 0]
+        bounds = f" ({', '.join(known)})" if known else ""
         raise OffsetOutOfRangeError(
-            f"fetch offset {cf.position} is out of range for {cf.tp.topic}-{cf.tp.partition} "
-            f"(log start {cf.log_start_offset}, high watermark {cf.high_watermark}) and "
-            f"auto_offset_reset='none': seek() to a valid offset")
+            f"fetch offset {cf.position} is out of range for {cf.tp.topic}-{cf.tp.partition}{bounds} "
+            f"and auto_offset_reset='none': seek() to a valid offset")
     log.info("fetch offset out of range for %s: resetting to %s", where,
              subscription.default_reset.value)
     subscription.request_reset(cf.tp)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import CommitFailedError
-from ..structs import OffsetAndMetadata, TopicPartition
+from ..structs import GroupMembershipOperation, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
     from .._net.cluster import Cluster
@@ -186,8 +186,10 @@ class GroupMember(ABC):
     # -- leaving ------------------------------------------------------------------------
 
     @abstractmethod
-    async def leave(self, reason: str, timeout: float | None) -> bool:
-        """Leave the group (True when the broker was told)."""
+    async def leave(self, reason: str, timeout: float | None,
+                    operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> bool:
+        """Leave the group (True when the broker was told). ``operation`` is close()'s choice
+        (KIP-1092): whether a static member leaves too, or the broker is told nothing."""
 
     # -- metrics ------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import Any
 from .._net.broker_identity import config_is_tansu
 from ..config import ConsumerConfig
 from ..consumer.consumer import Consumer
-from ..errors import KafkaError, KafkaTimeoutError
+from ..errors import KafkaError, KafkaTimeoutError, OffsetOutOfRangeError
 from ..structs import TopicPartition
 from ..testing.tansu import DEVIATIONS
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions
@@ -180,6 +180,11 @@ def read_range(options: SourceOptions, tp: TopicPartition, start: int, end: int)
             else:
                 consumer.seek(tp, start)
             yield from _batches_until(runner, consumer, tp, end, options.poll_timeout)
+        except OffsetOutOfRangeError as exc:  # only with failOnDataLoss: else the consumer resets
+            raise DataLossError(
+                f"records of {tp.topic}-{tp.partition} from offset {start} are no longer in Kafka (deleted by "
+                "retention or DeleteRecords, or the topic was recreated): some data may have been lost; "
+                "set failOnDataLoss=false to continue from the log start") from exc
         finally:
             runner.run(consumer.close(timeout=CLOSE_TIMEOUT))
 

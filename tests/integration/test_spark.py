@@ -435,3 +435,57 @@ def test_min_offsets_per_trigger_waits_for_enough_records_or_the_trigger_delay(s
     finally:
         query.stop()
     assert query.exception() is None
+
+
+# --- failOnDataLoss: a checkpoint that points at records retention deleted -------------------------------
+
+def _delete_records_before(bootstrap: str, topic: str, offset: int) -> None:
+    from confluent_kafka import TopicPartition as KafkaPartition
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([KafkaPartition(topic, 0, offset)]).values():
+        assert future.result(timeout=30).low_watermark == offset
+
+
+def _stream_once(spark: Any, source: str, bootstrap: str, topic: str, where: Path, **options: str
+                 ) -> tuple[str, Any]:
+    """("error", text) or ("offsets", sorted offsets written so far) of one availableNow run."""
+    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    query = (reader.load().selectExpr("offset").writeStream.format("parquet")
+             .option("path", str(where / "out")).option("checkpointLocation", str(where / "checkpoint"))
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(timeout=90), "the availableNow query did not finish in 90 s"
+    except Exception as exc:  # Py4J's StreamingQueryException: only its text matters here
+        return "error", str(exc)
+    finally:
+        query.stop()
+    return "offsets", sorted(r.offset for r in spark.read.parquet(str(where / "out")).collect())
+
+
+@needs_spark
+def test_a_checkpoint_behind_the_log_start_fails_or_skips_as_sparks_source_does(spark, spark_kafka_source,
+                                                                                 bootstrap, unique_topic, tmp_path):
+    create_topic(bootstrap, unique_topic, partitions=1)
+    produce(bootstrap, unique_topic, _records("l1", 20, 1))
+    sources = {"kafka": tmp_path / "kafka", FORMAT: tmp_path / "ours"}
+    for source, where in sources.items():
+        assert _stream_once(spark, source, bootstrap, unique_topic, where) == ("offsets", list(range(20)))
+    produce(bootstrap, unique_topic, _records("l2", 20, 1))
+    _delete_records_before(bootstrap, unique_topic, 30)  # the checkpoints point at 20: 20..29 are gone
+
+    theirs = _stream_once(spark, "kafka", bootstrap, unique_topic, sources["kafka"])
+    ours = _stream_once(spark, FORMAT, bootstrap, unique_topic, sources[FORMAT])
+    assert theirs[0] == "error", str(theirs)[:3000]
+    assert "failOnDataLoss" in theirs[1], theirs[1][:3000]
+    assert ours[0] == "error", str(ours)[:3000]
+    assert f"DataLossError: records of {unique_topic}-0 from offset 20 are no longer in Kafka" in ours[1], \
+        ours[1][:3000]
+    assert "set failOnDataLoss=false" in ours[1], ours[1][:3000]
+    for source, where in sources.items():
+        assert _stream_once(spark, source, bootstrap, unique_topic, where, failOnDataLoss="false") == \
+            ("offsets", list(range(20)) + list(range(30, 40))), source
+

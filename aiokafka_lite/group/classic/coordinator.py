@@ -35,7 +35,7 @@ from ...protocol.messages import (
     LEAVE_GROUP,
     SYNC_GROUP,
 )
-from ...structs import OffsetAndMetadata, TopicPartition
+from ...structs import GroupMembershipOperation, OffsetAndMetadata, TopicPartition
 from .assignors import PartitionAssignor, lookup_assignor
 from .codes import (
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -263,23 +263,27 @@ class GroupCoordinator:
         self.coordinator_error(code)
         return code
 
-    async def leave(self, reason: str, timeout: float | None) -> bool:
-        """LeaveGroup for a dynamic member (static members stay until their session expires,
-        as in Java). Returns True when a LeaveGroup was sent and acknowledged."""
+    async def leave(self, reason: str, timeout: float | None,
+                    operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> bool:
+        """LeaveGroup for a dynamic member; static members stay until their session expires, as in
+        Java, unless ``operation`` is LEAVE; with REMAIN nobody leaves (KIP-1092). Returns True when
+        a LeaveGroup was sent and acknowledged."""
         m = self.membership
         if not m.in_group:
             return False
         member_id = m.member_id
         m.handle(Event.LEAVE_SENT)
         try:
-            if m.is_static or not member_id:
+            leaves = operation is GroupMembershipOperation.LEAVE or (
+                operation is GroupMembershipOperation.DEFAULT and not m.is_static)
+            if not leaves or not member_id:
                 return False
             if self.cluster.coordinator(self.group_id) is None:
                 # As in Java: with no coordinator known there is none to tell (looking one up
                 # could take as long as the outage); the session timeout removes the member.
                 log.info("group %s: coordinator unknown, leaving without LeaveGroup", self.group_id)
                 return False
-            body = leave_body(self.group_id, member_id, reason)
+            body = leave_body(self.group_id, member_id, reason, self.config.group_instance_id)
             _, resp = await self._send(LEAVE_GROUP, body, timeout, request_timeout=timeout)
             if resp["error_code"] != NONE:
                 log.info("group %s: LeaveGroup answered %s", self.group_id, BrokerError(resp["error_code"]))
@@ -351,10 +355,11 @@ def heartbeat_body(group_id: str, generation_id: int, member_id: str, instance_i
             "group_instance_id": instance_id}
 
 
-def leave_body(group_id: str, member_id: str, reason: str) -> dict[str, Any]:
-    # v0-2 take member_id; v3+ the batched members list (static members never send LeaveGroup here).
+def leave_body(group_id: str, member_id: str, reason: str, instance_id: str | None = None) -> dict[str, Any]:
+    # v0-2 take member_id; v3+ the batched members list, where a static member (leaving only when
+    # close() says LEAVE) names its instance id too.
     return {"group_id": group_id, "member_id": member_id,
-            "members": [{"member_id": member_id, "group_instance_id": None, "reason": reason}]}
+            "members": [{"member_id": member_id, "group_instance_id": instance_id, "reason": reason}]}
 
 
 class _Retry(KafkaError):

@@ -13,7 +13,7 @@ from ..._net.cluster import Cluster
 from ...config import ConsumerConfig
 from ...liveness.health import HealthInputs
 from ...liveness.timers import LivenessTimers
-from ...structs import OffsetAndMetadata, TopicPartition
+from ...structs import GroupMembershipOperation, OffsetAndMetadata, TopicPartition
 from ..member import GroupMember, MemberHost, RebalanceCounts
 from .assignors import RebalanceProtocol, rebalance_protocol
 from .coordinator import GroupCoordinator
@@ -134,8 +134,9 @@ class ClassicMember(GroupMember):
         m = self._group.membership
         return m.generation_id, m.member_id
 
-    async def leave(self, reason: str, timeout: float | None) -> bool:
-        return await self._group.leave(reason, timeout)
+    async def leave(self, reason: str, timeout: float | None,
+                    operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> bool:
+        return await self._group.leave(reason, timeout, operation)
 
     # -- metrics ------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from ...errors import (
 from ...liveness.health import HealthInputs
 from ...liveness.timers import LivenessTimers
 from ...protocol.messages import CONSUMER_GROUP_HEARTBEAT
-from ...structs import OffsetAndMetadata, TopicPartition
+from ...structs import GroupMembershipOperation, OffsetAndMetadata, TopicPartition
 from ...subscription import SubscriptionType
 from ..member import GroupMember, MemberHost
 from ..tasks import cancel_and_await
@@ -370,27 +370,32 @@ class Kip848Member(GroupMember):
 
     # ------------------------------------------------------------ leaving
 
-    async def leave(self, reason: str, timeout: float | None) -> bool:
+    async def leave(self, reason: str, timeout: float | None,
+                    operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> bool:
         m = self.machine
+        permanently = operation is GroupMembershipOperation.LEAVE
         if m.state not in IN_GROUP:
             if m.state is State.STALE:
-                m.request_leave()
+                m.request_leave(permanently)
             return False
-        log.info("group %s: leaving (%s)", self.group_id, reason)
-        m.request_leave()
-        return await self._send_leave(lapsed=False, timeout=timeout)
+        # A static member that remains still says so (epoch -2, as by default); a dynamic one says nothing.
+        silent = operation is GroupMembershipOperation.REMAIN and m.instance_id is None
+        log.info("group %s: %s (%s)", self.group_id,
+                 "closing without leaving, the session timeout removes the member" if silent else "leaving", reason)
+        m.request_leave(permanently)
+        return await self._send_leave(lapsed=False, timeout=timeout, tell_broker=not silent)
 
     async def _leave_quietly(self) -> None:
         await self._send_leave(lapsed=False, timeout=self.config.request_timeout)
 
-    async def _send_leave(self, lapsed: bool, timeout: float | None) -> bool:
+    async def _send_leave(self, lapsed: bool, timeout: float | None, tell_broker: bool = True) -> bool:
         """The leave heartbeat (epoch -1, or -2 for a static member). With no coordinator known
         there is none to tell (as Java): the session timeout removes the member."""
         m = self.machine
         quiet = self._thread.quiet() if self._thread is not None else contextlib.nullcontext()
         try:
             async with self._send_lock, quiet:
-                if m.state is not State.PREPARE_LEAVING:
+                if m.state is not State.PREPARE_LEAVING or not tell_broker:
                     return False
                 if self.cluster.coordinator(self.group_id) is None:
                     log.info("group %s: coordinator unknown, leaving without a heartbeat", self.group_id)

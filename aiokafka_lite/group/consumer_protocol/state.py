@@ -173,6 +173,7 @@ class Kip848Machine:
     owned: TopicIdPartitions = frozenset()
     names: dict[uuid.UUID, str] = field(default_factory=dict)  # topic ids resolved so far
     fatal: BaseException | None = None
+    leave_permanently: bool = False  # a static member's leave says it will not come back (epoch -1)
     joins: int = 0  # answers that took the member from epoch 0 into the group: one per membership
     _sent: _Sent = field(default_factory=_Sent)
     _pending: _Sent | None = None  # what the heartbeat in flight carries
@@ -236,7 +237,7 @@ class Kip848Machine:
 
     def _leave_request(self) -> dict[str, Any]:
         self._pending = None
-        return leave_body(self.group_id, self.member_id, self.instance_id)
+        return leave_body(self.group_id, self.member_id, self.instance_id, self.leave_permanently)
 
     def heartbeat_failed(self) -> None:
         """No answer (connection lost, timeout, coordinator moved): resend every field next time."""
@@ -325,7 +326,9 @@ class Kip848Machine:
     def poll_lapsed(self) -> None:
         self.handle(E.POLL_LAPSED)
 
-    def request_leave(self) -> None:
+    def request_leave(self, permanently: bool = False) -> None:
+        """``permanently``: a static member leaves as a dynamic one does (close() with LEAVE)."""
+        self.leave_permanently = permanently
         self.handle(E.LEAVE_REQUESTED)
 
     def leave_sent(self) -> None:
@@ -355,9 +358,10 @@ class Kip848Machine:
 _DECIDED = frozenset((s, E.HEARTBEAT_OK) for s in IN_GROUP)
 
 
-def leave_body(group_id: str, member_id: str, instance_id: str | None) -> dict[str, Any]:
+def leave_body(group_id: str, member_id: str, instance_id: str | None, permanently: bool = False
+               ) -> dict[str, Any]:
     """The leave heartbeat: epoch -1, or -2 for a static member that will come back."""
-    epoch = STATIC_LEAVE_EPOCH if instance_id is not None else LEAVE_EPOCH
+    epoch = STATIC_LEAVE_EPOCH if instance_id is not None and not permanently else LEAVE_EPOCH
     return {"group_id": group_id, "member_id": member_id, "member_epoch": epoch, "instance_id": instance_id}
 
 

@@ -120,6 +120,9 @@ def test_keepalive_answers_confirm_no_field() -> None:
 def test_leave_body_epochs() -> None:
     assert leave_body("g", "m", None)["member_epoch"] == -1
     assert leave_body("g", "m", "i1")["member_epoch"] == -2
+    # close(group_membership="leave"): a static member leaves for good, naming its instance.
+    assert leave_body("g", "m", "i1", permanently=True) == {"group_id": "g", "member_id": "m", "member_epoch": -1,
+                                                           "instance_id": "i1"}
 
 
 def test_regex_subscription_goes_out_as_the_regex() -> None:
