@@ -17,6 +17,7 @@ from ..group.member import GroupMember, generation_moved
 from ..structs import OffsetAndMetadata, TopicPartition
 from ._bounded import bounded
 from .commit_order import CommitQueue
+from .metrics import CommitFigures
 from .observers import ConsumerObservers
 
 log = logging.getLogger("aiokafka_lite.consumer")
@@ -50,6 +51,7 @@ class Commits:
         self._standalone = standalone
         self._forcing_close = forcing_close
         self._queue = CommitQueue()
+        self.figures = CommitFigures()
 
     def submit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], limit: float | None) -> asyncio.Task[None]:
         """A commit of the application's, behind every earlier one; `limit` bounds it once it runs."""
@@ -89,8 +91,14 @@ class Commits:
         member = self._member()
         if not offsets:
             return
-        with self._observers.commit(offsets):
-            await send_commit(member, offsets, self._standalone(), self.retry)
+        started = time.monotonic()
+        try:
+            with self._observers.commit(offsets):
+                await send_commit(member, offsets, self._standalone(), self.retry)
+        except BaseException:
+            self.figures.failed()  # cancelled (a lapsed timeout, close) or failed; re-raised
+            raise
+        self.figures.completed(time.monotonic() - started)
 
 
 async def send_commit(member: GroupMember, offsets: Mapping[TopicPartition, OffsetAndMetadata], standalone: bool,

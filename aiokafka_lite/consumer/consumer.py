@@ -489,12 +489,10 @@ class Consumer:
         return await self._call("metadata", limit, lambda: topic_partitions(self._cluster_or_fail(), names))
 
     def metrics(self) -> dict[str, Any]:
-        figures = {"started": self._startup.started, "closed": self._closing.closed, "polls": self._polls,
+        figures = {"client_id": self.config.client_id, "group_id": self.config.group_id,
+                   "started": self._startup.started, "closed": self._closing.closed, "polls": self._polls,
                    "heartbeat_mode": self.config.heartbeat_mode, "loop_stalls": self._stall.stalls,
                    "longest_loop_stall_seconds": self._stall.longest_stall,
-                   "record_decoder": native.decoder(),
-                   "fetch_sessions": {} if self._fetcher is None else self._fetcher.sessions(),
-                   "fetching_from": {} if self._fetcher is None else {
-                       f"{tp.topic}-{tp.partition}": node for tp, node in self._fetcher.fetch_sources().items()}}
-        return snapshot(figures, self._subscription, self._timers, self._member, self._cluster)
+                   "record_decoder": native.decoder(), **self._commits.figures.as_dict()}
+        return snapshot(figures, self._subscription, self._timers, self._member, self._cluster, self._fetcher)
 

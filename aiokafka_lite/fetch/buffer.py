@@ -40,6 +40,10 @@ class FetchBuffer:
         self._data_ready = asyncio.Event()
         # Where the last fetched_records() call moved each partition's position (KIP-1094).
         self._moved: dict[TopicPartition, OffsetAndMetadata] = {}
+        # metrics(): records handed out, and the bytes (as fetched) of the data wholly handed out.
+        # Counted once per hand-out and per partition's data, never per record.
+        self.records_consumed = 0
+        self.bytes_consumed = 0
 
     @property
     def completed(self) -> Mapping[TopicPartition, CompletedFetch]:
@@ -136,6 +140,7 @@ class FetchBuffer:
                     break  # stopped before a record that fails to deserialize: the next call raises
                 if cf is not None:  # more left: this partition goes to the back of the line
                     self._completed[tp] = self._completed.pop(tp)
+        self.records_consumed += max_records - left
         return out
 
     def next_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -184,6 +189,7 @@ class FetchBuffer:
             self._moved[cf.tp] = OffsetAndMetadata(cf.position, "", state.leader_epoch)
         if records.exhausted:
             self._finish(cf.tp)
+            self.bytes_consumed += cf.size
             if not chunk and records.record_too_large and records.position == start:
                 raise KafkaError(
                     f"the record batch at offset {cf.position} of {cf.tp.topic}-{cf.tp.partition} is "

@@ -120,6 +120,10 @@ class Fetcher:
     def buffered_bytes(self) -> int:
         return self._buffer.buffered_bytes()
 
+    def consumed(self) -> dict[str, int]:
+        """Records handed out so far, and the bytes of the fetched data whose records were all handed out."""
+        return {"records_consumed": self._buffer.records_consumed, "bytes_consumed": self._buffer.bytes_consumed}
+
     # ------------------------------------------------------------------ sending
 
     def send_fetches(self) -> int:

@@ -12,8 +12,11 @@
   the reason otherwise, and the last error when joining keeps failing (longer than
   max_poll_interval_ms) or the coordinator stays unreachable (longer than session_timeout_ms).
   Point a readiness/liveness probe at it.
-- ``GET /metrics``: ``consumer.metrics()`` as JSON, plus how many records this worker processed
-  and how many it skipped because they could not be deserialized.
+- ``GET /metrics``: Prometheus's text format: the consumer's figures (records and bytes consumed,
+  lag per partition, commits, rebalances, heartbeats, ...; see docs/prometheus.md) with
+  ``client_id`` and ``group_id`` labels, plus how many records this worker processed and how many
+  it skipped because they could not be deserialized. ``GET /metrics.json``: the same as JSON
+  (``consumer.metrics()`` and the two counts).
 - A record whose key or value the deserializer cannot read (a poison pill) does not stop the
   worker: poll() raises ``RecordDeserializationError``; :func:`dead_letter` logs it (publish its
   raw bytes to a dead-letter topic there if you keep one) and the worker seeks past it.
@@ -36,11 +39,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from aiokafka_lite import Consumer, ConsumerRecord
 from aiokafka_lite.config import settings_table
 from aiokafka_lite.errors import RecordDeserializationError
+from aiokafka_lite.prometheus import TEXT_CONTENT_TYPE, ConsumerCollector
 
 log = logging.getLogger("fastapi_worker")
 
@@ -151,6 +158,19 @@ class Worker:
         return self._task.exception()
 
 
+class WorkerFigures(Collector):
+    """The worker's own counts for Prometheus (the consumer's come from ConsumerCollector)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def collect(self) -> list[CounterMetricFamily]:
+        return [CounterMetricFamily("fastapi_worker_records_processed", "Records handle() processed",
+                                    value=self.worker.processed),
+                CounterMetricFamily("fastapi_worker_records_skipped", "Records that did not deserialize",
+                                    value=self.worker.skipped)]
+
+
 def health_report(metrics: Mapping[str, Any], max_poll_interval: float,
                   failure: BaseException | None = None) -> tuple[bool, str]:
     """(healthy, reason): healthy only in a STABLE group with the last poll() within max_poll_interval."""
@@ -183,6 +203,11 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
         worker = Worker(Consumer.from_properties(props, *[t for t in names if t]))
         await worker.start()
         app.state.worker = worker
+        # The consumer's figures are written by the collector itself (fast at many partitions);
+        # the app's own go through a registry of its own, as any prometheus_client metric would.
+        app.state.prometheus = ConsumerCollector([worker.consumer])
+        app.state.registry = CollectorRegistry()
+        app.state.registry.register(WorkerFigures(worker))
         try:
             yield
         finally:
@@ -202,6 +227,11 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
         return JSONResponse(body, status_code=200 if healthy else 503)
 
     @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        body = app.state.prometheus.text() + generate_latest(app.state.registry)
+        return Response(body, media_type=TEXT_CONTENT_TYPE)
+
+    @app.get("/metrics.json")
     async def metrics() -> dict[str, Any]:
         worker: Worker = app.state.worker
         return {**worker.consumer.metrics(), "records_processed": worker.processed,

@@ -15,7 +15,8 @@ from types import ModuleType
 
 import pytest
 
-from aiokafka_lite import Consumer
+from aiokafka_lite import Consumer, OffsetAndMetadata, TopicPartition
+from aiokafka_lite.errors import KafkaError
 from aiokafka_lite.testing._process import free_port
 from aiokafka_lite.testing.helpers import create_topic, produce
 
@@ -25,6 +26,7 @@ from ._protocols import GroupProtocol
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
 
 APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "fastapi_worker"
 PARTITIONS = 4
@@ -139,7 +141,7 @@ async def test_worker_starts_where_kafka_is_installed(apache_kafka_broker, uniqu
         async def all_processed():
             if server.returncode is not None:
                 raise AssertionError(f"the worker exited with {server.returncode}:\n{log_path.read_text()}")
-            response = await _get(http, "/metrics")
+            response = await _get(http, "/metrics.json")
             return response is not None and response.json()["records_processed"] == RECORDS
 
         await eventually(all_processed, 60, f"{RECORDS} records processed")
@@ -190,7 +192,7 @@ async def _check_running_worker(http, protocol: str) -> None:
     assert body["group_state"] == "STABLE"
 
     async def all_processed():
-        metrics = (await http.get("/metrics")).json()
+        metrics = (await http.get("/metrics.json")).json()
         return metrics if metrics["records_processed"] >= RECORDS else None
 
     metrics = await eventually(all_processed, 30, f"{RECORDS} records processed")
@@ -206,7 +208,7 @@ async def _check_sigterm_hands_partitions_over(server, other: Consumer, http) ->
     async with other, Poller(other, poll_timeout=0.1) as poller:
         # The group rebalances to share the partitions between the worker and `other`.
         async def shared():
-            metrics = (await http.get("/metrics")).json()
+            metrics = (await http.get("/metrics.json")).json()
             return 0 < len(other.assignment()) < PARTITIONS and metrics["group_state"] == "STABLE" \
                 and len(metrics["assignment"]) + len(other.assignment()) == PARTITIONS
 
@@ -297,7 +299,82 @@ async def test_worker_logs_a_poison_pill_and_seeks_past_it(tansu_broker, unique_
         assert worker.failure() is None
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://worker") as http:
-            metrics = (await http.get("/metrics")).json()
+            metrics = (await http.get("/metrics.json")).json()
     assert (metrics["records_processed"], metrics["records_skipped"]) == (4, 1)
     [warning] = [r.getMessage() for r in caplog.records if r.name == "fastapi_worker"]
     assert f"skipping the record at {unique_topic}[0]@2: its value does not deserialize" in warning
+
+
+@pytest.mark.asyncio
+async def test_metrics_endpoint_serves_prometheus_text_for_two_consumers(apache_kafka_broker, unique_topic,
+                                                                         unique_group):
+    """In process on Apache Kafka: /metrics parses with prometheus_client's parser and holds the
+    worker's real figures, and a second consumer registered on the same collector is told apart by
+    its client_id and group_id; /metrics.json still serves metrics() as JSON."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    bootstrap = apache_kafka_broker.bootstrap_servers
+    partitions, records = 3, 60
+    create_topic(bootstrap, unique_topic, partitions=partitions)
+    produce(bootstrap, unique_topic, [{"value": f"v{i}", "partition": i % partitions} for i in range(records)])
+    app = load_app_module().create_app({
+        "bootstrap.servers": bootstrap, "group.id": unique_group, "client.id": "worker-a",
+        "auto.offset.reset": "earliest", "heartbeat.interval.ms": "300"}, [unique_topic])
+    other_group = f"{unique_group}-b"
+    other = Consumer(unique_topic, bootstrap_servers=bootstrap, group_id=other_group, client_id="worker-b",
+                     auto_offset_reset="earliest", enable_auto_commit=False)
+    async with app.router.lifespan_context(app), other:
+        worker = app.state.worker
+        got: list = []
+        while len(got) < records:
+            got.extend(await other.poll(timeout=1.0))
+        await other.commit()
+        with pytest.raises(KafkaError):  # a partition the broker does not have: counted apart
+            await other.commit({TopicPartition(f"{unique_topic}-missing", 0): OffsetAndMetadata(1)}, timeout=1.0)
+        app.state.prometheus.add(other)
+
+        async def processed_and_heartbeating() -> bool:
+            figures = worker.consumer.metrics()
+            return worker.processed >= records and figures.get("heartbeat_rtt_seconds") is not None
+
+        await eventually(processed_and_heartbeating, 30, f"{records} records processed and a heartbeat")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://worker") as http:
+            response = await http.get("/metrics")
+            as_json = (await http.get("/metrics.json")).json()
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    a = {"client_id": "worker-a", "group_id": unique_group}
+    b = {"client_id": "worker-b", "group_id": other_group}
+    assert value("fastapi_worker_records_processed_total") == records
+    for who in (a, b):
+        assert value("aiokafka_lite_consumed_records_total", **who) == records
+        assert value("aiokafka_lite_consumed_bytes_total", **who) > records * 2  # at least the values' bytes
+        assert value("aiokafka_lite_assigned_partitions", **who) == partitions
+        lag = {dict(k[1])["partition"]: v for k, v in samples.items()
+               if k[0] == "aiokafka_lite_partition_lag" and ("client_id", who["client_id"]) in k[1]}
+        assert lag == {str(p): 0 for p in range(partitions)}
+        assert value("aiokafka_lite_group_state", **who, state="STABLE") == 1
+        assert value("aiokafka_lite_rebalances_total", **who, group_protocol="classic") >= 1
+        assert value("aiokafka_lite_time_since_last_poll_seconds", **who) < 5
+    assert ("aiokafka_lite_partition_lag", tuple(sorted({**a, "topic": unique_topic, "partition": "0"}.items()))) \
+        in samples
+    assert value("aiokafka_lite_commits_total", **b) == 1
+    assert value("aiokafka_lite_commit_duration_seconds_count", **b) == 1
+    assert 0 < value("aiokafka_lite_commit_duration_seconds_sum", **b) < 5
+    assert value("aiokafka_lite_commit_failures_total", **b) == 1
+    assert 0 < value("aiokafka_lite_heartbeat_round_trip_seconds", **a) < 5
+    decoder = as_json["record_decoder"]
+    assert value("aiokafka_lite_consumer_info", **a, group_protocol="classic", rebalance_protocol="eager",
+                 heartbeat_mode="task", record_decoder=decoder) == 1
+    assert as_json["records_processed"] == records
+    assert as_json["records_consumed"] == records
+    assert as_json["client_id"] == "worker-a"

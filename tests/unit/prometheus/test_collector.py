@@ -1,0 +1,247 @@
+"""aiokafka_lite.prometheus: metrics() snapshots to metric families, labels per consumer, values
+a snapshot lacks, the collector's bookkeeping, and its own text writer against prometheus_client's."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from aiokafka_lite import Consumer
+from aiokafka_lite.consumer.metrics import COMMIT_LATENCY_BOUNDS, CommitFigures
+from aiokafka_lite.errors import InvalidArgumentError
+from aiokafka_lite.prometheus import FAMILIES, ConsumerCollector, register, unregister
+from aiokafka_lite.prometheus.families import LabelCache, samples_of, text
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def stable_snapshot(client_id: str = "billing-1", group_id: str | None = "billing") -> dict[str, Any]:
+    """What metrics() says of a classic member in a stable group (the keys the collector reads)."""
+    commits = CommitFigures()
+    commits.completed(0.003)
+    commits.completed(0.2)
+    commits.failed()
+    return {
+        "client_id": client_id, "group_id": group_id, "started": True, "closed": False, "polls": 42,
+        "heartbeat_mode": "task", "loop_stalls": 1, "longest_loop_stall_seconds": 0.75,
+        "record_decoder": "native", **commits.as_dict(), "records_consumed": 300, "bytes_consumed": 45000,
+        "fetch_sessions": {1: {"session_id": 77, "epoch": 3, "partitions": 3, "full_fetches": 1,
+                               "incremental_fetches": 9, "partitions_sent": 5}},
+        "fetching_from": {"orders-0": 1, "orders-eu-12": 1, "orders-1": 1},
+        "seconds_since_last_poll": 0.25, "assignment": ["orders-0", "orders-1", "orders-eu-12"],
+        "lag": {"orders-0": 0, "orders-1": 7, "orders-eu-12": None},
+        "group_protocol": "classic", "rebalance_protocol": "cooperative", "group_state": "STABLE",
+        "generation_id": 5, "member_id": "m-1", "rebalances": 2, "heartbeats_sent": 30, "heartbeat_failures": 1,
+        "poll_interval_lapses": 0, "group_health": {"healthy": True}, "heartbeat_rtt_seconds": 0.002,
+        "connection_failures": {}, "rebootstraps": 0,
+    }
+
+
+class FakeConsumer:
+    def __init__(self, snapshot: dict[str, Any]) -> None:
+        self.snapshot = snapshot
+        self.calls = 0
+
+    def metrics(self) -> dict[str, Any]:
+        self.calls += 1
+        return copy.deepcopy(self.snapshot)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = (s.name, tuple(sorted(s.labels.items())))
+            assert key not in out, f"duplicate sample {key}"
+            out[key] = s.value
+    return out
+
+
+def scrape(collector: ConsumerCollector) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Through a registry and prometheus_client's writer, checked equal to the collector's own writer."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    theirs = samples(generate_latest(registry).decode())
+    first = collector.text()
+    assert collector.text() == first  # the second scrape writes from the labels kept by the first
+    ours = samples(first.decode())
+    assert ours == theirs
+    return ours
+
+
+def value(got: dict, name: str, **labels: str) -> float:
+    return got[(name, tuple(sorted(labels.items())))]
+
+
+def test_a_stable_members_snapshot_maps_to_conventional_families():
+    consumer = FakeConsumer(stable_snapshot())  # held here: a collector holds its consumers weakly
+    got = scrape(ConsumerCollector([consumer]))
+    who = {"client_id": "billing-1", "group_id": "billing"}
+    assert value(got, "aiokafka_lite_consumed_records_total", **who) == 300
+    assert value(got, "aiokafka_lite_consumed_bytes_total", **who) == 45000
+    assert value(got, "aiokafka_lite_partition_lag", **who, topic="orders", partition="1") == 7
+    assert value(got, "aiokafka_lite_partition_lag", **who, topic="orders", partition="0") == 0
+    # A topic with "-" in its name keeps it; a partition whose lag is unknown has no sample.
+    assert not [k for k in got if k[0] == "aiokafka_lite_partition_lag" and ("topic", "orders-eu") in k[1]]
+    assert value(got, "aiokafka_lite_assigned_partitions", **who) == 3
+    assert value(got, "aiokafka_lite_commits_total", **who) == 2
+    assert value(got, "aiokafka_lite_commit_failures_total", **who) == 1
+    assert value(got, "aiokafka_lite_commit_duration_seconds_count", **who) == 2
+    assert value(got, "aiokafka_lite_commit_duration_seconds_sum", **who) == pytest.approx(0.203)
+    assert value(got, "aiokafka_lite_commit_duration_seconds_bucket", **who, le="0.0025") == 0
+    assert value(got, "aiokafka_lite_commit_duration_seconds_bucket", **who, le="0.005") == 1
+    assert value(got, "aiokafka_lite_commit_duration_seconds_bucket", **who, le="0.25") == 2
+    assert value(got, "aiokafka_lite_commit_duration_seconds_bucket", **who, le="+Inf") == 2
+    assert value(got, "aiokafka_lite_rebalances_total", **who, group_protocol="classic") == 2
+    assert value(got, "aiokafka_lite_group_state", **who, state="STABLE") == 1
+    assert value(got, "aiokafka_lite_group_generation", **who) == 5
+    assert value(got, "aiokafka_lite_group_healthy", **who) == 1
+    assert value(got, "aiokafka_lite_heartbeats_total", **who) == 30
+    assert value(got, "aiokafka_lite_heartbeat_failures_total", **who) == 1
+    assert value(got, "aiokafka_lite_heartbeat_round_trip_seconds", **who) == 0.002
+    assert value(got, "aiokafka_lite_time_since_last_poll_seconds", **who) == 0.25
+    assert value(got, "aiokafka_lite_poll_interval_lapses_total", **who) == 0
+    assert value(got, "aiokafka_lite_event_loop_stalls_total", **who) == 1
+    assert value(got, "aiokafka_lite_event_loop_longest_stall_seconds", **who) == 0.75
+    assert value(got, "aiokafka_lite_fetch_session_partitions", **who, node="1", connection="0") == 3
+    assert value(got, "aiokafka_lite_fetch_requests_total", **who, node="1", connection="0", kind="full") == 1
+    assert value(got, "aiokafka_lite_fetch_requests_total", **who, node="1", connection="0", kind="incremental") == 9
+    assert value(got, "aiokafka_lite_polls_total", **who) == 42
+    assert value(got, "aiokafka_lite_connection_failures", **who) == 0
+    assert value(got, "aiokafka_lite_rebootstraps_total", **who) == 0
+    assert value(got, "aiokafka_lite_consumer_info", **who, group_protocol="classic", rebalance_protocol="cooperative",
+                 heartbeat_mode="task", record_decoder="native") == 1
+
+
+def test_several_consumers_are_told_apart_by_client_id_and_group_id():
+    a, b = stable_snapshot("worker-a", "billing"), stable_snapshot("worker-b", "audit")
+    b["records_consumed"] = 11
+    b["lag"] = {"orders-0": 4}
+    consumers = [FakeConsumer(a), FakeConsumer(b)]
+    got = scrape(ConsumerCollector(consumers))
+    consumed = {dict(k[1])["client_id"]: v for k, v in got.items() if k[0] == "aiokafka_lite_consumed_records_total"}
+    assert consumed == {"worker-a": 300, "worker-b": 11}
+    assert value(got, "aiokafka_lite_partition_lag", client_id="worker-b", group_id="audit", topic="orders",
+                 partition="0") == 4
+    assert value(got, "aiokafka_lite_partition_lag", client_id="worker-a", group_id="billing", topic="orders",
+                 partition="1") == 7
+
+
+def test_values_a_snapshot_lacks_give_no_sample():
+    """A consumer that never started and has no group: no group, heartbeat or lag samples."""
+    consumer = Consumer(bootstrap_servers="127.0.0.1:1", client_id="lonely")
+    got = scrape(ConsumerCollector([consumer]))
+    names = {name for name, _ in got}
+    assert "aiokafka_lite_consumed_records_total" in names
+    for absent in ("aiokafka_lite_partition_lag", "aiokafka_lite_group_state", "aiokafka_lite_heartbeats_total",
+                   "aiokafka_lite_heartbeat_round_trip_seconds", "aiokafka_lite_time_since_last_poll_seconds",
+                   "aiokafka_lite_rebalances_total", "aiokafka_lite_fetch_session_partitions"):
+        assert absent not in names
+    assert value(got, "aiokafka_lite_consumed_records_total", client_id="lonely", group_id="") == 0
+    assert value(got, "aiokafka_lite_consumer_info", client_id="lonely", group_id="", group_protocol="",
+                 rebalance_protocol="", heartbeat_mode="task", record_decoder=consumer.metrics()["record_decoder"]) == 1
+
+
+def test_a_kip848_member_and_several_fetch_connections():
+    snap = stable_snapshot()
+    del snap["rebalance_protocol"]
+    snap["group_protocol"] = "consumer"
+    lane = {"session_id": 5, "epoch": 1, "partitions": 2, "full_fetches": 1, "incremental_fetches": 4,
+            "partitions_sent": 2}
+    snap["fetch_sessions"] = {1: {**lane, "connections": {0: lane, 1: {**lane, "partitions": 1}}}}
+    consumer = FakeConsumer(snap)
+    got = scrape(ConsumerCollector([consumer]))
+    who = {"client_id": "billing-1", "group_id": "billing"}
+    assert value(got, "aiokafka_lite_rebalances_total", **who, group_protocol="consumer") == 2
+    assert value(got, "aiokafka_lite_fetch_session_partitions", **who, node="1", connection="1") == 1
+    assert value(got, "aiokafka_lite_fetch_session_partitions", **who, node="1", connection="0") == 2
+
+
+def test_label_values_are_escaped():
+    odd = 'a "quoted" \\ back\nslash 100%s'
+    consumer = FakeConsumer(stable_snapshot(odd, "g"))
+    got = scrape(ConsumerCollector([consumer]))
+    assert value(got, "aiokafka_lite_polls_total", client_id=odd, group_id="g") == 42
+
+
+def test_the_same_client_and_group_twice_is_refused():
+    first, second = FakeConsumer(stable_snapshot()), FakeConsumer(stable_snapshot("billing-2"))
+    collector = ConsumerCollector([first])
+    with pytest.raises(InvalidArgumentError, match="client_id='billing-1' and group_id='billing'"):
+        collector.add(FakeConsumer(stable_snapshot()))
+    collector.add(second)
+    collector.add(second)  # the same consumer again: nothing changes
+    assert len(collector) == 2
+
+
+def test_closed_and_collected_consumers_leave_the_collector():
+    kept, closing, dropped = (FakeConsumer(stable_snapshot(f"c{i}")) for i in range(3))
+    collector = ConsumerCollector([kept, closing, dropped])
+    closing.snapshot["closed"] = True
+    del dropped
+    gc.collect()
+    got = scrape(collector)
+    assert {dict(k[1])["client_id"] for k in got} == {"c0"}
+    assert len(collector) == 1
+    collector.remove(kept)
+    assert len(collector) == 0
+    assert not [k for k in samples(collector.text().decode()) if k[0].startswith("aiokafka_lite")]
+
+
+def test_register_keeps_one_collector_per_registry_and_describes_without_scraping():
+    registry = CollectorRegistry()
+    a, b = FakeConsumer(stable_snapshot("a")), FakeConsumer(stable_snapshot("b"))
+    first = register(a, registry=registry)
+    calls = a.calls
+    assert register(b, registry=registry) is first  # registering it again would raise Duplicated...
+    assert a.calls == calls + 1  # add() compares labels; registering never scraped
+    assert "aiokafka_lite_consumed_records_total" in generate_latest(registry).decode()
+    unregister(a, registry=registry)
+    assert len(first) == 1
+    assert 'client_id="a"' not in generate_latest(registry).decode()
+
+
+def test_the_label_cache_is_cleared_when_it_outgrows_its_limit():
+    snap = stable_snapshot()
+    snap["lag"] = {f"orders-{p}": 0 for p in range(50)}
+    cache = LabelCache(limit=40)
+    consumers = [(("c", "g"), samples_of(snap, cache))]
+    first = text(consumers, cache)
+    assert first.decode().count("aiokafka_lite_partition_lag{") == 50
+    assert len(cache.partitions) == 50
+    cache.trim()
+    assert (cache.partitions, cache.labels) == ({}, {})
+    assert text([(("c", "g"), samples_of(snap, cache))], cache) == first
+
+
+def test_commit_figures_buckets():
+    figures = CommitFigures()
+    for seconds in (0.001, 0.0011, 30.0):
+        figures.completed(seconds)
+    got = figures.as_dict()["commit_latency_seconds"]
+    buckets = dict((le, n) for le, n in got["buckets"])
+    assert list(buckets) == list(COMMIT_LATENCY_BOUNDS)
+    assert (buckets[0.001], buckets[0.0025], buckets[10.0], got["count"]) == (1, 2, 2, 3)
+
+
+def test_docs_list_every_family():
+    page = (ROOT / "docs" / "prometheus.md").read_text()
+    for family in FAMILIES:
+        exposed = {"counter": "_total", "info": "_info"}.get(family.type, "")
+        assert re.search(rf"`{family.full_name}{exposed}`", page), family.full_name
+
+
+def test_without_prometheus_client_the_import_says_which_extra_to_install():
+    code = ("import sys; sys.modules['prometheus_client'] = None\n"
+            "try:\n    import aiokafka_lite.prometheus\nexcept ImportError as exc:\n    print(exc)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "pip install 'aiokafka-lite[prometheus]'" in out.stdout
