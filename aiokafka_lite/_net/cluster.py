@@ -116,6 +116,9 @@ class Cluster:
     def leader_for(self, tp: TopicPartition) -> int | None:
         return self.metadata.leader_for(tp)
 
+    def leaders_for(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return self.metadata.leaders_for(tps)
+
     def partitions_for(self, topic: str) -> set[int] | None:
         return self.metadata.partitions_for(topic)
 

@@ -77,6 +77,16 @@ class MetadataCache:
             return None
         return info.leader_id
 
+    def leaders_for(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """leader_for() of many partitions in one pass (metrics() asks for every assigned one)."""
+        topics, brokers = self.topics, self.brokers
+        out: dict[TopicPartition, int | None] = {}
+        for tp in tps:
+            topic = topics.get(tp.topic)
+            info = None if topic is None else topic.partitions.get(tp.partition)
+            out[tp] = None if info is None or info.leader_id < 0 or info.leader_id not in brokers else info.leader_id
+        return out
+
     def leader_epoch_for(self, tp: TopicPartition) -> int | None:
         info = self.partition(tp)
         return None if info is None or info.leader_epoch < 0 else info.leader_epoch

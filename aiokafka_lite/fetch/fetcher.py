@@ -100,7 +100,7 @@ class Fetcher:
     def fetch_sources(self) -> dict[TopicPartition, int | None]:
         """Per assigned partition, the broker its next fetch goes to: a preferred read replica
         (KIP-392) or the leader (None: no leader known)."""
-        return {tp: self._planner.fetch_node(tp, None) for tp in self._subscription.assignment}
+        return self._planner.fetch_nodes(self._subscription.assignment)
 
     def sessions(self) -> dict[int, dict[str, Any]]:
         """Per broker: its fetch session (id 0: none) and how many full and incremental fetches went

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Container, Mapping, Set
+from collections.abc import Container, Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -175,6 +175,14 @@ class FetchPlanner:
             del self._preferred[tp]
         leader = self._cluster.leader_for(tp)
         return leader if leader is not None and leader >= 0 else None
+
+    def fetch_nodes(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """fetch_node(tp, None) of many partitions, their leaders looked up in one pass."""
+        nodes = self._cluster.leaders_for(tps)
+        for tp, (node, _until) in self._preferred.items():
+            if tp in nodes:
+                nodes[tp] = node
+        return nodes
 
     # ------------------------------------------------------------------ what the answers taught
 

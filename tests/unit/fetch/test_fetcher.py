@@ -78,6 +78,9 @@ class FakeCluster:
     def leader_for(self, tp: TopicPartition) -> int | None:
         return self.leaders.get(tp)
 
+    def leaders_for(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return {tp: self.leaders.get(tp) for tp in tps}
+
     def leader_epoch_for(self, tp: TopicPartition) -> int | None:
         return self.leader_epochs.get(tp)
 
