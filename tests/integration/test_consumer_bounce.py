@@ -1,6 +1,6 @@
 """Consumers bounced on a three-broker cluster (#14): consumer_test.py's test_consumer_bounce in
 apache/kafka. Three members consume a replicated topic with manual commits while a steady producer
-writes to it; ROUNDS times the members are bounced, all at once or one at a time (waiting for the
+writes to it; ROUNDS[mode] times the members are bounced, all at once or one at a time (waiting for the
 group to be stable again and every partition to be consumed between bounces):
 
 - clean: SIGTERM; the member commits the batch in hand and closes (LeaveGroup). Nothing may be
@@ -37,7 +37,9 @@ from ._steady import SteadyProducer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 MEMBERS = 3
-ROUNDS = 3
+# Rounds of bounces: "all" bounces every member at once 3 times; "rolling" bounces the 3 members
+# one after another twice, so 6 bounces (each waits for a stable group, for a hard one the session).
+ROUNDS = {"all": 3, "rolling": 2}
 RATE = 200.0  # records/s over all partitions
 # Records/s each member processes (a paced sleep between logging a batch and committing it): the
 # members keep up with RATE, and a bounce usually finds one holding records it has not committed.
@@ -191,7 +193,7 @@ async def test_consumer_bounce(kafka_cluster: KafkaCluster, unique_topic: str, u
             for member in bounce.members:
                 member.start()
             await bounce.stable_and_consuming()
-            for _round in range(ROUNDS):
+            for _round in range(ROUNDS[mode]):
                 if mode == "all":
                     await bounce.bounce(bounce.members, hard)
                 else:
@@ -208,7 +210,8 @@ async def test_consumer_bounce(kafka_cluster: KafkaCluster, unique_topic: str, u
     windows = bounce.killed_windows()
     extra = {pos: n - 1 for pos, n in tally.seen.items() if n > 1}
     outside = {pos: n for pos, n in extra.items() if n > sum(pos in w for w in windows)}
-    row = {"test": "consumer_bounce", "shutdown": shutdown, "mode": mode, "rounds": ROUNDS, "records": tally.total,
+    row = {"test": "consumer_bounce", "shutdown": shutdown, "mode": mode, "rounds": ROUNDS[mode],
+           "records": tally.total,
            "lost": tally.lost, "duplicates": tally.duplicates, "uncommitted_at_death": sum(map(len, windows)),
            "redelivered_after_commit": tally.redelivered_after_commit(),
            "failed_commits": sum(tally.failed_commits.values()),
