@@ -5,7 +5,14 @@ from __future__ import annotations
 from . import errors
 from .consumer.consumer import Consumer
 from .consumer.listener import ConsumerRebalanceListener
-from .structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from .structs import (
+    ConsumerRecord,
+    ConsumerRecords,
+    OAuthBearerToken,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 
 __version__ = "0.1.0.dev0"
 __all__ = [
@@ -13,6 +20,7 @@ __all__ = [
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerRecords",
+    "OAuthBearerToken",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "TopicPartition",

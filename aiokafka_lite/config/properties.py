@@ -26,7 +26,14 @@ _PROPERTY_NAMES: dict[str, str] = {name.replace("_", "."): name for name in FIEL
     "ssl.certificate.location": "ssl_certfile",   # librdkafka
     "ssl.key.location": "ssl_keyfile",            # librdkafka
     "ssl.key.password": "ssl_password",           # Java and librdkafka
+    # Java before 4.x took the client id and secret from sasl.jaas.config; librdkafka's names.
+    "sasl.oauthbearer.client.id": "sasl_oauthbearer_client_credentials_client_id",
+    "sasl.oauthbearer.client.secret": "sasl_oauthbearer_client_credentials_client_secret",
+    "sasl.oauthbearer.extensions": "sasl_oauthbearer_extensions",
 }
+# The login callback handler of Java's client-credentials flow: implied by the token endpoint here.
+_OAUTH_LOGIN_HANDLER = ("sasl.login.callback.handler.class",
+                        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler")
 _HOSTNAME_CHECK_PROPERTY = "ssl.endpoint.identification.algorithm"
 
 # Java consumer settings (and prefixes) with no equivalent here: rejected, never silently ignored.
@@ -48,6 +55,8 @@ def _property_field(key: str) -> str:
     """The field a dotted property sets; unknown or unsupported ones raise."""
     if key == _HOSTNAME_CHECK_PROPERTY:
         return "ssl_check_hostname"
+    if key in _PROPERTY_NAMES:
+        return _PROPERTY_NAMES[key]
     hint = java_only_hint(key, spelled, dotted=True)
     if hint is not None:
         raise ConfigError(f"unsupported setting {key!r}: {hint}")
@@ -82,6 +91,8 @@ def settings_from_properties(properties: Mapping[str, Any], spelling: dict[str, 
     """
     settings: dict[str, Any] = {}
     for key, value in properties.items():
+        if key == _OAUTH_LOGIN_HANDLER[0] and str(value).strip() == _OAUTH_LOGIN_HANDLER[1]:
+            continue  # Java's switch to the client-credentials flow, which the token endpoint URL implies
         name = _property_field(key)
         if name in settings:
             raise ConfigError(f"setting {spelling[name]!r} given twice (again as {key!r})")
