@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,6 +42,8 @@ RECORDS = 20
 AUDIENCE, ISSUER = "kafka-test", "aiokafka-lite-test-idp"
 CLIENT_SECRET = "client-secret-Qw7!unique"
 REAUTH_MS = 8000
+DOC = Path(__file__).resolve().parents[2] / "docs" / "oauthbearer.md"
+DOC_ADDRESS, DOC_IDP = "kafka.example.com:9093", "https://idp.example.com/oauth2/token"
 
 
 class OAuthKafka:
@@ -276,3 +280,37 @@ async def test_every_connection_reauthenticates_with_nothing_lost_or_repeated(
     if heartbeat_mode == "thread":  # the heartbeat thread's own connection signs in again too
         assert sum("(heartbeat thread): re-authenticated" in message for _, message in messages) >= 2, messages
     print(f"{heartbeat_mode}: re-authentications {reauthentications}, tokens {len(calls)}, records {sent[0]}")
+
+
+# ---------------------------------------------------------------- docs/oauthbearer.md, as written
+
+DOC_PYTHON = [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", DOC.read_text(), re.S | re.M)]
+
+
+@pytest.fixture(scope="module")
+def doc_topic(oauth_kafka: OAuthKafka) -> str:
+    create_topic(oauth_kafka.broker.bootstrap_servers, "orders", partitions=1)  # the blocks' topic
+    return "orders"
+
+
+@pytest.mark.parametrize("block", DOC_PYTHON, ids=[f"block-{i}" for i in range(len(DOC_PYTHON))])
+@pytest.mark.asyncio
+async def test_the_docs_python_blocks_sign_in_and_join_as_written(
+        oauth_kafka: OAuthKafka, doc_topic: str, block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The custom provider's block runs against the unsecured listener (its token file holds an
+    unsecured token), the client-credentials ones against the JWT listener and the test IdP."""
+    token_file = tmp_path / "token"
+    token_file.write_text(unsecured_jws("doc-reader", 600))
+    monkeypatch.setenv("KAFKA_TOKEN_FILE", str(token_file))
+    monkeypatch.setenv("KAFKA_CLIENT_SECRET", CLIENT_SECRET)
+    assert DOC_ADDRESS in block
+    listener = "OAUTH" if "sasl_oauth_token_provider" in block else "OAUTH_JWT"
+    namespace: dict[str, Any] = {}
+    exec(block.replace(DOC_ADDRESS, oauth_kafka.address(listener)).replace(DOC_IDP, oauth_kafka.idp.token_url),
+         namespace)
+    consumer: Consumer = namespace["consumer"]
+    async with consumer:
+        while not consumer.assignment():
+            await consumer.poll(timeout=0.5)
+    _no_warning(caplog)
