@@ -136,6 +136,9 @@ class Connection:
                         step = Step.API_VERSIONS
                         await conn._negotiate_versions()
                         if options.uses_sasl:
+                            if options.oauth_tokens is not None and options.sasl_mechanism == "OAUTHBEARER":
+                                step = Step.TOKEN  # its failures are the provider's, not the broker's
+                                await options.oauth_tokens.token()
                             step = Step.SASL
                             await conn._authenticate()
                     except BaseException:

@@ -29,6 +29,10 @@ REFRESH_WINDOW = 0.8  # Java's sasl.login.refresh.window.factor
 REFRESH_JITTER = 0.05  # Java's sasl.login.refresh.window.jitter
 
 
+class _Abandoned(Exception):
+    """The asker fetching a token was cancelled: whoever waited for its answer asks again."""
+
+
 class OAuthTokens:
     """The token cache. ``token()`` on the loop; ``token_blocking()`` from the heartbeat thread."""
 
@@ -60,21 +64,27 @@ class OAuthTokens:
         if self._fresh(min_remaining):
             assert self._current is not None
             return self._current
-        if self._fetching is None:
-            self._fetching = self._loop.create_future()
+        while self._fetching is not None:  # another asker is fetching: share its answer
             try:
-                token = await self._fetch()
-            except BaseException as exc:
-                fallback = self.valid()
-                if fallback is not None and isinstance(exc, Exception):
-                    self._said_failing(exc)
-                    self._settle(result=fallback)
-                    return fallback
-                self._settle(error=exc)
-                raise
-            self._settle(result=token)
-            return token
-        return await asyncio.shield(self._fetching)
+                return await asyncio.shield(self._fetching)
+            except _Abandoned:
+                continue  # that asker was cancelled: one of us asks again
+        self._fetching = self._loop.create_future()
+        try:
+            token = await self._fetch()
+        except asyncio.CancelledError:
+            self._settle(error=_Abandoned())
+            raise
+        except Exception as exc:
+            fallback = self.valid()
+            if fallback is not None:
+                self._said_failing(exc)
+                self._settle(result=fallback)
+                return fallback
+            self._settle(error=exc)
+            raise
+        self._settle(result=token)
+        return token
 
     def _fresh(self, min_remaining: float) -> bool:
         current, now = self._current, self._clock()
@@ -86,9 +96,8 @@ class OAuthTokens:
             return
         if result is not None:
             waiting.set_result(result)
-        else:
-            waiting.set_exception(error if isinstance(error, Exception) else
-                                  AuthenticationError("fetching an OAUTHBEARER token was cancelled"))
+        elif error is not None:
+            waiting.set_exception(error)
             waiting.exception()  # retrieved: nobody else may be waiting
 
     async def _fetch(self) -> OAuthBearerToken:

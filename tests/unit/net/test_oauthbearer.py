@@ -132,6 +132,30 @@ async def test_concurrent_askers_share_one_provider_call() -> None:
 
 
 @pytest.mark.asyncio
+async def test_an_asker_cancelled_while_fetching_leaves_the_others_to_ask_again() -> None:
+    calls: list[int] = []
+    first_call = asyncio.Event()
+
+    async def provide() -> OAuthBearerToken:
+        calls.append(1)
+        if len(calls) == 1:
+            first_call.set()
+            await asyncio.Event().wait()  # never answers: its asker is cancelled
+        return OAuthBearerToken("second", 2e9)
+
+    tokens = OAuthTokens(provide, timeout=5.0)
+    fetching = asyncio.create_task(tokens.token())
+    await first_call.wait()
+    waiting = asyncio.create_task(tokens.token())
+    await asyncio.sleep(0)
+    fetching.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await fetching
+    assert (await asyncio.wait_for(waiting, 1.0)).token == "second"
+    assert len(calls) == 2
+
+
+@pytest.mark.asyncio
 async def test_a_failing_refresh_keeps_the_valid_token_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     token = OAuthBearerToken("one", 1100.0)
