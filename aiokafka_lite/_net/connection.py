@@ -109,6 +109,7 @@ class Connection:
         self._reauth_gate: asyncio.Event | None = None
         self._idle_waiter: asyncio.Future[None] | None = None
         self._session_lifetime = 0.0
+        self._session_ends = 0.0  # on the loop's clock
         self.reauthentications = 0
         frames.attach(self._on_frame, self._read_failed)
 
@@ -209,6 +210,7 @@ class Connection:
         if lifetime is None:
             return
         self._session_lifetime = lifetime
+        self._session_ends = asyncio.get_running_loop().time() + lifetime
         delay = max(lifetime * 0.5, min(lifetime * random.uniform(0.85, 0.95), lifetime - 2.0))
         # The broker refuses a re-authentication begun within a second of the last one.
         delay = max(delay, min(REAUTH_MIN_INTERVAL, lifetime * 0.9))
@@ -223,10 +225,18 @@ class Connection:
     async def _reauthenticate(self) -> None:
         gate = self._reauth_gate = asyncio.Event()
         try:
+            if not await self._until_idle():
+                return
+            # Our clock started the session when the answer arrived, the broker's a little earlier.
+            margin = min(1.0, self._session_lifetime * 0.1)
+            if asyncio.get_running_loop().time() >= self._session_ends - margin:
+                # A request held past the session's end (a JoinGroup through a long rebalance): the
+                # broker would close the connection at our next request, so close it now, quietly;
+                # the next request opens a new one and signs in.
+                log.debug("%s: its SASL session ended while a request was in flight; reconnecting", self)
+                self._shutdown(KafkaConnectionError(f"{self}: its SASL session ended (KIP-368); reconnecting"))
+                return
             async with asyncio.timeout(self.options.request_timeout):
-                while self._pending and self._closed_by is None:
-                    self._idle_waiter = asyncio.get_running_loop().create_future()
-                    await self._idle_waiter
                 await self._authenticate(min_token_life=self._session_lifetime / 2)
             self.reauthentications += 1
             self._monitor.reauthenticated()
@@ -239,6 +249,17 @@ class Connection:
             self._reauth_task = None
             self._reauth_gate = None
             gate.set()
+
+    async def _until_idle(self) -> bool:
+        """Until no request is in flight (the broker answers them before the re-authentication), or
+        False when the connection closed meanwhile or every request still pending has lost its
+        caller (timed out or cancelled) for a request timeout: a silent broker, so close."""
+        while self._pending and self._closed_by is None:
+            self._idle_waiter = asyncio.get_running_loop().create_future()
+            done, _ = await asyncio.wait([self._idle_waiter], timeout=self.options.request_timeout)
+            if not done and all(entry.future.done() for entry in self._pending):
+                self._shutdown(KafkaConnectionError(f"{self} stopped answering (while re-authenticating)"))
+        return self._closed_by is None
 
     # ------------------------------------------------------------------ versions
 
