@@ -31,9 +31,12 @@ _PROPERTY_NAMES: dict[str, str] = {name.replace("_", "."): name for name in FIEL
     "sasl.oauthbearer.client.secret": "sasl_oauthbearer_client_credentials_client_secret",
     "sasl.oauthbearer.extensions": "sasl_oauthbearer_extensions",
 }
-# The login callback handler of Java's client-credentials flow: implied by the token endpoint here.
-_OAUTH_LOGIN_HANDLER = ("sasl.login.callback.handler.class",
-                        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler")
+# Java's and librdkafka's switches to the client-credentials flow, which the token endpoint implies here.
+_OAUTH_FLOW_SWITCHES = {
+    ("sasl.login.callback.handler.class",
+     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"),
+    ("sasl.oauthbearer.method", "oidc"),  # librdkafka
+}
 _HOSTNAME_CHECK_PROPERTY = "ssl.endpoint.identification.algorithm"
 
 # Java consumer settings (and prefixes) with no equivalent here: rejected, never silently ignored.
@@ -91,8 +94,8 @@ def settings_from_properties(properties: Mapping[str, Any], spelling: dict[str, 
     """
     settings: dict[str, Any] = {}
     for key, value in properties.items():
-        if key == _OAUTH_LOGIN_HANDLER[0] and str(value).strip() == _OAUTH_LOGIN_HANDLER[1]:
-            continue  # Java's switch to the client-credentials flow, which the token endpoint URL implies
+        if (key, str(value).strip()) in _OAUTH_FLOW_SWITCHES:
+            continue
         name = _property_field(key)
         if name in settings:
             raise ConfigError(f"setting {spelling[name]!r} given twice (again as {key!r})")

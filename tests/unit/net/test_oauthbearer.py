@@ -241,7 +241,7 @@ def test_java_property_names_map_to_the_settings() -> None:
 
 def test_librdkafka_names_for_the_client_id_and_secret() -> None:
     config = ConsumerConfig.from_properties({
-        "security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER",
+        "security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
         "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token",
         "sasl.oauthbearer.client.id": "billing", "sasl.oauthbearer.client.secret": SECRET})
     assert config.sasl_oauthbearer_client_credentials_client_secret == SECRET
