@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 from itertools import chain
 from typing import Any, NamedTuple
@@ -115,3 +117,27 @@ class ConsumerRecords(Sequence[ConsumerRecord]):
 
     def __repr__(self) -> str:
         return f"ConsumerRecords({len(self)} records from {len(self.partitions())} partitions)"
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthBearerToken:
+    """What a ``sasl_oauth_token_provider`` returns (SASL/OAUTHBEARER, KIP-255).
+
+    ``token``: the access token sent as ``auth=Bearer <token>`` (usually a JWT). ``expires_at``: when it
+    expires, in seconds since the epoch (``time.time()``); the client asks for a new one at about 80 %
+    of its lifetime. ``extensions``: SASL extensions (KIP-342) sent with it, names of letters only.
+    The token is kept out of ``repr``.
+    """
+
+    token: str
+    expires_at: float
+    extensions: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def with_lifetime(cls, token: str, lifetime: float,
+                      extensions: Mapping[str, str] | None = None) -> OAuthBearerToken:
+        """A token that expires ``lifetime`` seconds from now."""
+        return cls(token, time.time() + lifetime, dict(extensions or {}))
+
+    def __repr__(self) -> str:
+        return f"OAuthBearerToken(token='***', expires_at={self.expires_at!r}, extensions={dict(self.extensions)!r})"

@@ -5,9 +5,11 @@ protocol layer), same version negotiation and SASL exchange as the asyncio conne
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,8 +19,10 @@ from ..protocol.messages import API_VERSIONS
 from .exceptions import map_exceptions
 from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
 from .options import ConnectionOptions
-from .sasl import next_request, sasl_exchange
+from .sasl import next_request, sasl_exchange, session_lifetime
 from .tls import build_ssl_context
+
+log = logging.getLogger("aiokafka_lite.net")
 
 
 class BlockingConnection:
@@ -27,6 +31,7 @@ class BlockingConnection:
         self._lock = threading.Lock()  # one request at a time; close() may come from another thread
         self._correlation_id = 0
         self._versions: dict[int, tuple[int, int]] = {}
+        self._reauthenticate_at: float | None = None  # KIP-368, on the monotonic clock
         with map_exceptions(f"connecting to {self}", timeout):
             sock = socket.create_connection((host, port), timeout=timeout)
             context: ssl.SSLContext | None = build_ssl_context(options)
@@ -55,11 +60,20 @@ class BlockingConnection:
         self._versions = api_versions_ranges(frame, version, str(self))
 
     def _authenticate(self, timeout: float | None) -> None:
-        exchange = sasl_exchange(self.options, self.version_for, str(self))
+        tokens = self.options.oauth_tokens
+        token = tokens.token_blocking(timeout) if tokens is not None and self.options.sasl_mechanism == \
+            "OAUTHBEARER" else None
+        exchange = sasl_exchange(self.options, self.version_for, str(self), token)
         request = next_request(exchange)
+        response: dict[str, Any] | None = None
         while request is not None:
             api, version, body = request
-            request = next_request(exchange, self.send(api, version, body, timeout=timeout))
+            response = decode_response(api, version, self._exchange(api, version, body, timeout))
+            request = next_request(exchange, response)
+        lifetime = session_lifetime(response)
+        # One request at a time, sent every heartbeat interval: sign in again at half the session, so
+        # the request after the due time still comes before the session lapses (KIP-368).
+        self._reauthenticate_at = None if lifetime is None else time.monotonic() + lifetime / 2
 
     def version_for(self, api: Api, client_max: int | None = None) -> int:
         broker_range = self._versions.get(api.key)
@@ -68,6 +82,9 @@ class BlockingConnection:
         return pick_version(api, broker_range[0], broker_range[1], client_max)
 
     def send(self, api: Api, version: int, body: Mapping[str, Any], *, timeout: float | None) -> dict[str, Any]:
+        if self._reauthenticate_at is not None and time.monotonic() >= self._reauthenticate_at:
+            self._authenticate(timeout)
+            log.debug("%s: re-authenticated (KIP-368)", self)
         return decode_response(api, version, self._exchange(api, version, body, timeout))
 
     def _exchange(self, api: Api, version: int, body: Mapping[str, Any], timeout: float | None) -> bytes:

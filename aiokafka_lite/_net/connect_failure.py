@@ -42,6 +42,7 @@ class Step(enum.Enum):
 
     CONNECT = "connecting"  # TCP, and the TLS handshake on TLS listeners
     API_VERSIONS = "asking for the API versions"
+    TOKEN = "getting an OAUTHBEARER token"  # from the provider or the token endpoint, not the broker
     SASL = "authenticating (SASL)"
 
 
@@ -58,8 +59,8 @@ def explain(error: KafkaError, step: Step, address: str, options: ConnectionOpti
 def _explained(error: KafkaError, step: Step, address: str, options: ConnectionOptions,
                seconds: float | None) -> KafkaError:
     uses_tls = options.uses_tls
-    if isinstance(error, AuthenticationError):
-        return error  # already says why (certificate verification, SASL)
+    if isinstance(error, AuthenticationError) or step is Step.TOKEN:
+        return error  # already says why (certificate verification, SASL, the token's source)
     root = _low_level_cause(error)
     if isinstance(error, KafkaTimeoutError):
         return KafkaTimeoutError(f"{address} timed out {step.value} (no answer within {seconds} s)"

@@ -12,12 +12,18 @@ Design choices:
   pipelined behind it (a long-poll fetch next to an offsets request).
 * Responses are decoded by the awaiting caller, not on the read side: a cancelled caller costs
   no decoding, and a large fetch response is decoded in the task that wants it.
+* Re-authentication (KIP-368): when the SASL exchange returns a session lifetime, a timer starts an
+  owned task before it lapses. The task closes the gate (new requests wait), lets the requests in
+  flight finish (the broker answers them first), runs the SASL exchange again with a fresh token,
+  and opens the gate. Frames keep arriving the usual way (the loop's or the native reader thread),
+  so the exchange is ordinary requests between other requests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -40,7 +46,7 @@ from .frames import FrameProtocol
 from .monitor import ConnectionMonitor
 from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
 from .options import ConnectionOptions
-from .sasl import next_request, sasl_exchange
+from .sasl import next_request, sasl_exchange, session_lifetime
 from .tls import build_ssl_context
 
 log = logging.getLogger("aiokafka_lite.net")
@@ -57,6 +63,8 @@ DEFAULT: Final = RequestTimeoutDefault()
 """``timeout=DEFAULT``: the connection's ``request_timeout``; ``None`` means no limit."""
 
 Timeout = float | None | RequestTimeoutDefault
+
+REAUTH_MIN_INTERVAL = 1.05  # seconds: Kafka refuses re-authentications less than 1 s apart
 
 
 @dataclass(slots=True)
@@ -94,6 +102,15 @@ class Connection:
         self._opening = True
         self.last_used = time.monotonic()
         self._last_received = self.last_used
+        # KIP-368: the timer that starts re-authentication, its task, the gate new requests wait
+        # behind while it runs, and the waiter of "no request in flight".
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        self._reauth_gate: asyncio.Event | None = None
+        self._idle_waiter: asyncio.Future[None] | None = None
+        self._session_lifetime = 0.0
+        self._session_ends = 0.0  # on the loop's clock
+        self.reauthentications = 0
         frames.attach(self._on_frame, self._read_failed)
 
     # ------------------------------------------------------------------ opening
@@ -120,6 +137,9 @@ class Connection:
                         step = Step.API_VERSIONS
                         await conn._negotiate_versions()
                         if options.uses_sasl:
+                            if options.oauth_tokens is not None and options.sasl_mechanism == "OAUTHBEARER":
+                                step = Step.TOKEN  # its failures are the provider's, not the broker's
+                                await options.oauth_tokens.token()
                             step = Step.SASL
                             await conn._authenticate()
                     except BaseException:
@@ -168,13 +188,78 @@ class Connection:
         self._broker_versions = api_versions_ranges(frame, version, str(self))
         self.api_versions_version = version
 
-    async def _authenticate(self) -> None:
-        """Drive the SASL exchange (sasl.py) on this fresh connection, before any other request."""
-        exchange = sasl_exchange(self.options, self.version_for, str(self))
+    async def _authenticate(self, min_token_life: float = 0.0) -> None:
+        """Drive the SASL exchange (sasl.py) on this connection, with nothing else in flight: when
+        fresh, and again to re-authenticate (KIP-368). The caller bounds it. A session lasts no
+        longer than its token: re-authenticating asks for one with ``min_token_life`` seconds left."""
+        tokens = self.options.oauth_tokens
+        token = await tokens.token(min_token_life) if tokens is not None \
+            and self.options.sasl_mechanism == "OAUTHBEARER" else None
+        exchange = sasl_exchange(self.options, self.version_for, str(self), token)
         request = next_request(exchange)
+        response: dict[str, Any] | None = None
         while request is not None:
             api, version, body = request
-            request = next_request(exchange, await self.send(api, version, body, timeout=None))
+            response = decode_response(api, version, await self._exchange(api, version, body, None, gated=False))
+            request = next_request(exchange, response)
+        self._schedule_reauthentication(session_lifetime(response))
+
+    def _schedule_reauthentication(self, lifetime: float | None) -> None:
+        """Re-authenticate at 85-95 % of the session (as Java), leaving time to let the requests in
+        flight finish (a fetch long-polls) before the broker would close the connection."""
+        if lifetime is None:
+            return
+        self._session_lifetime = lifetime
+        self._session_ends = asyncio.get_running_loop().time() + lifetime
+        delay = max(lifetime * 0.5, min(lifetime * random.uniform(0.85, 0.95), lifetime - 2.0))
+        # The broker refuses a re-authentication begun within a second of the last one.
+        delay = max(delay, min(REAUTH_MIN_INTERVAL, lifetime * 0.9))
+        self._reauth_timer = asyncio.get_running_loop().call_later(delay, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._closed_by is None and self._reauth_task is None:
+            self._reauth_task = asyncio.get_running_loop().create_task(
+                self._reauthenticate(), name=f"re-authenticate {self}")
+
+    async def _reauthenticate(self) -> None:
+        gate = self._reauth_gate = asyncio.Event()
+        try:
+            if not await self._until_idle():
+                return
+            # Our clock started the session when the answer arrived, the broker's a little earlier.
+            margin = min(1.0, self._session_lifetime * 0.1)
+            if asyncio.get_running_loop().time() >= self._session_ends - margin:
+                # A request held past the session's end (a JoinGroup through a long rebalance): the
+                # broker would close the connection at our next request, so close it now, quietly;
+                # the next request opens a new one and signs in.
+                log.debug("%s: its SASL session ended while a request was in flight; reconnecting", self)
+                self._shutdown(KafkaConnectionError(f"{self}: its SASL session ended (KIP-368); reconnecting"))
+                return
+            async with asyncio.timeout(self.options.request_timeout):
+                await self._authenticate(min_token_life=self._session_lifetime / 2)
+            self.reauthentications += 1
+            self._monitor.reauthenticated()
+            log.debug("%s: re-authenticated (KIP-368)", self)
+        except Exception as exc:  # the session cannot go on: fail the waiters, the next send reconnects
+            error = exc if isinstance(exc, KafkaError) else translate(exc, f"re-authenticating with {self}")
+            log.warning("%s: re-authentication failed, closing the connection: %s", self, error)
+            self._shutdown(error)
+        finally:
+            self._reauth_task = None
+            self._reauth_gate = None
+            gate.set()
+
+    async def _until_idle(self) -> bool:
+        """Until no request is in flight (the broker answers them before the re-authentication), or
+        False when the connection closed meanwhile or every request still pending has lost its
+        caller (timed out or cancelled) for a request timeout: a silent broker, so close."""
+        while self._pending and self._closed_by is None:
+            self._idle_waiter = asyncio.get_running_loop().create_future()
+            done, _ = await asyncio.wait([self._idle_waiter], timeout=self.options.request_timeout)
+            if not done and all(entry.future.done() for entry in self._pending):
+                self._shutdown(KafkaConnectionError(f"{self} stopped answering (while re-authenticating)"))
+        return self._closed_by is None
 
     # ------------------------------------------------------------------ versions
 
@@ -204,11 +289,17 @@ class Connection:
         return decode_response(api, version, frame)
 
     async def _exchange(self, api: Api, version: int, body: Mapping[str, Any],
-                        seconds: float | None) -> bytes | memoryview:
+                        seconds: float | None, *, gated: bool = True) -> bytes | memoryview:
         with map_exceptions(f"{api.name} v{version} to {self}", seconds):
+            loop = asyncio.get_running_loop()
+            deadline = None if seconds is None else loop.time() + seconds
+            gate = self._reauth_gate
+            if gated and gate is not None:  # re-authenticating: wait, within this request's time
+                async with asyncio.timeout_at(deadline):
+                    await gate.wait()
             pending = self._enqueue(api, version, body)
             try:
-                async with asyncio.timeout(seconds):
+                async with asyncio.timeout_at(deadline):
                     await self._drain()
                     # On timeout or cancellation this future is cancelled; the entry stays queued so
                     # the reader can recognise and drop the late response.
@@ -295,6 +386,8 @@ class Connection:
                 f"{self} answered correlation id {correlation_id}, expected "
                 f"{pending.correlation_id} ({pending.api.name} v{pending.version})")
         self._pending.popleft()
+        if not self._pending and self._idle_waiter is not None and not self._idle_waiter.done():
+            self._idle_waiter.set_result(None)  # re-authentication may begin
         self.last_used = self._last_received = time.monotonic()
         if self._monitor.watching(self._address):  # a drop streak on this broker may end here
             self._monitor.answered(self._address, pending.api, pending.version)
@@ -321,6 +414,12 @@ class Connection:
         if self._closed_by is not None:
             return
         self._closed_by = error
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+        if self._idle_waiter is not None and not self._idle_waiter.done():
+            self._idle_waiter.set_result(None)
+        if self._reauth_task is not None and self._reauth_task is not asyncio.current_task():
+            self._reauth_task.cancel()
         pending, self._pending = self._pending, deque()
         for entry in pending:
             if not entry.future.done():
@@ -332,6 +431,9 @@ class Connection:
     async def close(self) -> None:
         """Close the connection and wait until the socket is released. Idempotent; in-flight requests fail."""
         self._shutdown(KafkaConnectionError(f"{self} was closed by the client"))
+        task = self._reauth_task
+        if task is not None and task is not asyncio.current_task():
+            await asyncio.wait([task])  # cancelled by _shutdown; owned, so awaited
         # The transport was aborted; its connection_lost comes on the next loop iterations.
         await self._frames.wait_lost()
 

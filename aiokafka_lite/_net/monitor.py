@@ -36,6 +36,7 @@ class ConnectionMonitor:
         self.clock = clock
         self._logs: dict[Hashable, FailureLog] = {}
         self._dropping: dict[Address, set[int]] = {}  # API keys with a drop streak, per address
+        self.sasl_reauthentications = 0  # KIP-368, over every connection (the heartbeat thread's too)
 
     def _log(self, key: Hashable, subject: str, warn_after_failures: int | None) -> FailureLog:
         found = self._logs.get(key)
@@ -85,6 +86,11 @@ class ConnectionMonitor:
         if not keys:
             del self._dropping[address]
         self._logs[("dropped", address, api.key)].recovered(detail=f"{api.name} v{version} answered")
+
+    def reauthenticated(self) -> None:
+        """A connection signed in again before its SASL session lapsed (KIP-368). Any thread: an
+        int increment under the GIL, read by metrics() only."""
+        self.sasl_reauthentications += 1
 
     # ------------------------------------------------------------------ metrics
 

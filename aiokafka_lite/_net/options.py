@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 from ..errors import ConfigError
+from .oauth import OAuthTokens, TokenProvider
+from .oidc import ClientCredentials
 
 
 def _package_version() -> str:
@@ -19,7 +22,7 @@ def _package_version() -> str:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 RECOVERY_STRATEGIES = ("rebootstrap", "none")
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 
@@ -50,6 +53,15 @@ class ConnectionOptions:
     sasl_mechanism: str = "PLAIN"
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = field(default=None, repr=False)
+    # OAUTHBEARER: the user's token provider, or the client-credentials flow (oidc.py).
+    sasl_oauth_token_provider: TokenProvider | None = field(default=None, repr=False)
+    sasl_oauthbearer_token_endpoint_url: str | None = None
+    sasl_oauthbearer_client_credentials_client_id: str | None = None
+    sasl_oauthbearer_client_credentials_client_secret: str | None = field(default=None, repr=False)
+    sasl_oauthbearer_scope: str | None = None
+    sasl_oauthbearer_extensions: Mapping[str, str] | None = None
+    # Built from the above in __post_init__: the one token cache every connection shares.
+    oauth_tokens: OAuthTokens | None = field(default=None, repr=False, compare=False)
     # Metadata requests for named topics may create them, where the broker allows it (Java's
     # allow.auto.create.topics); requests for every topic never do.
     allow_auto_topic_creation: bool = False
@@ -64,7 +76,12 @@ class ConnectionOptions:
             if self.sasl_mechanism not in SASL_MECHANISMS:
                 raise ConfigError(f"sasl_mechanism={self.sasl_mechanism!r}: expected one of "
                                   f"{', '.join(SASL_MECHANISMS)}")
-            if self.sasl_plain_username is None or self.sasl_plain_password is None:
+            if self.sasl_mechanism == "OAUTHBEARER":
+                if self.oauth_tokens is None:
+                    object.__setattr__(self, "oauth_tokens", OAuthTokens(
+                        self._token_provider(), timeout=self.request_timeout,
+                        extensions=self.sasl_oauthbearer_extensions))
+            elif self.sasl_plain_username is None or self.sasl_plain_password is None:
                 raise ConfigError(f"security_protocol={self.security_protocol!r} needs "
                                   "sasl_plain_username and sasl_plain_password")
         if self.metadata_recovery_strategy not in RECOVERY_STRATEGIES:
@@ -72,6 +89,17 @@ class ConnectionOptions:
                               f"one of {', '.join(RECOVERY_STRATEGIES)}")
         if self.max_frame_bytes < 8:
             raise ConfigError(f"max_frame_bytes={self.max_frame_bytes}: must be at least 8")
+
+    def _token_provider(self) -> TokenProvider:
+        if self.sasl_oauth_token_provider is not None:
+            return self.sasl_oauth_token_provider
+        url, client_id = self.sasl_oauthbearer_token_endpoint_url, self.sasl_oauthbearer_client_credentials_client_id
+        secret = self.sasl_oauthbearer_client_credentials_client_secret
+        if url is None or client_id is None or secret is None:
+            raise ConfigError("sasl_mechanism='OAUTHBEARER' needs sasl_oauth_token_provider, or "
+                              "sasl_oauthbearer_token_endpoint_url with the client id and secret")
+        return ClientCredentials(url, client_id, secret, scope=self.sasl_oauthbearer_scope,
+                                 timeout=self.request_timeout)
 
     @property
     def uses_tls(self) -> bool:
@@ -87,7 +115,11 @@ class ConnectionOptions:
         values: dict[str, Any] = {}
         for name in ("client_id", "security_protocol", "ssl_context", "ssl_cafile", "ssl_certfile",
                      "ssl_keyfile", "ssl_password", "ssl_check_hostname", "sasl_mechanism",
-                     "sasl_plain_username", "sasl_plain_password", "metadata_recovery_strategy"):
+                     "sasl_plain_username", "sasl_plain_password", "metadata_recovery_strategy",
+                     "sasl_oauth_token_provider", "sasl_oauthbearer_token_endpoint_url",
+                     "sasl_oauthbearer_client_credentials_client_id",
+                     "sasl_oauthbearer_client_credentials_client_secret", "sasl_oauthbearer_scope",
+                     "sasl_oauthbearer_extensions"):
             if hasattr(settings, name):
                 values[name] = getattr(settings, name)
         for name in ("request_timeout", "retry_backoff", "retry_backoff_max", "reconnect_backoff",

@@ -1,8 +1,12 @@
-"""SASL authentication, sans-I/O: SaslHandshake v1, then SaslAuthenticate rounds for PLAIN or SCRAM.
+"""SASL authentication, sans-I/O: SaslHandshake v1, then SaslAuthenticate rounds for PLAIN, SCRAM or
+OAUTHBEARER.
 
 This module owns the mechanisms and the exchange; it does no I/O and imports no connection. The
 asyncio connection and the heartbeat thread's blocking one each drive ``sasl_exchange`` with their
 own ``send`` (see ``next_request``), so one logic serves both.
+
+OAUTHBEARER follows RFC 7628 as Kafka uses it (KIP-255, extensions KIP-342); the token is fetched
+by the driver (``oauth.py``) and handed in, so this module stays free of I/O.
 
 SCRAM follows RFC 5802 (SHA-256/512 as in RFC 7677). Like Kafka's own client, the password is used
 as UTF-8 without SASLprep. Passwords never appear in logs, reprs or error messages.
@@ -13,6 +17,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
+import re
 import secrets
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -20,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from ..errors import BROKER_ERRORS, AuthenticationError, ConfigError
 from ..protocol.api import Api
 from ..protocol.messages import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from ..structs import OAuthBearerToken
 
 if TYPE_CHECKING:
     from .options import ConnectionOptions
@@ -120,6 +127,53 @@ class Scram:
         return f"Scram({self.name!r}, username={self.username!r})"
 
 
+class OAuthBearer:
+    """RFC 7628 client: one message, ``n,,^Aauth=Bearer <token>^A[key=value^A...]^A`` (^A is 0x01).
+
+    A broker that refuses the token answers with an error challenge (JSON); the client acknowledges
+    it with a lone ^A, and the broker then fails the exchange. The challenge is kept for the error."""
+
+    name = "OAUTHBEARER"
+    _EXTENSION_KEY = re.compile(r"[A-Za-z]+")
+    _EXTENSION_VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
+
+    def __init__(self, token: OAuthBearerToken) -> None:
+        self._token = token
+        self.username = token_subject(token.token) or "a token"
+        self.server_error: str | None = None
+        for key, value in token.extensions.items():
+            if key == "auth" or not self._EXTENSION_KEY.fullmatch(key):
+                raise ConfigError(f"SASL extension name {key!r}: expected letters only, and not 'auth'")
+            if not self._EXTENSION_VALUE.fullmatch(value):
+                raise ConfigError(f"SASL extension {key!r}: its value must be printable ASCII (RFC 7628)")
+
+    def initial_response(self) -> bytes:
+        pairs = [f"auth=Bearer {self._token.token}"] + [f"{k}={v}" for k, v in self._token.extensions.items()]
+        return ("n,,\x01" + "".join(pair + "\x01" for pair in pairs) + "\x01").encode()
+
+    def evaluate(self, challenge: bytes) -> bytes | None:
+        if not challenge:
+            return None
+        self.server_error = challenge.decode("utf-8", "replace")
+        return b"\x01"
+
+    def __repr__(self) -> str:
+        return f"OAuthBearer(subject={self.username!r})"
+
+
+def token_subject(token: str) -> str | None:
+    """The ``sub`` claim of a JWT, unverified (for messages only), or None if it is no JWT."""
+    parts = token.split(".")
+    if len(parts) < 2:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    return subject if isinstance(subject, str) else None
+
+
 def saslname(username: str) -> str:
     """RFC 5802 5.1: ',' and '=' in a user name are escaped as '=2C' and '=3D'."""
     return username.replace("=", "=3D").replace(",", "=2C")
@@ -141,7 +195,11 @@ def _b64decode(text: str, mechanism: str) -> bytes:
         raise AuthenticationError(f"{mechanism}: the broker sent invalid base64") from exc
 
 
-def mechanism_for(options: ConnectionOptions) -> SaslMechanism:
+def mechanism_for(options: ConnectionOptions, token: OAuthBearerToken | None = None) -> SaslMechanism:
+    if options.sasl_mechanism == "OAUTHBEARER":
+        if token is None:
+            raise AuthenticationError("SASL OAUTHBEARER needs a token, and none was given")
+        return OAuthBearer(token)
     username, password = options.sasl_plain_username or "", options.sasl_plain_password or ""
     if options.sasl_mechanism == "PLAIN":
         return Plain(username, password)
@@ -153,21 +211,35 @@ Request = tuple[Api, int, dict[str, Any]]
 Exchange = Generator[Request, dict[str, Any], None]
 
 
-def sasl_exchange(options: ConnectionOptions, version_for: Callable[[Api], int], peer: str) -> Exchange:
+def sasl_exchange(options: ConnectionOptions, version_for: Callable[[Api], int], peer: str,
+                  token: OAuthBearerToken | None = None) -> Exchange:
     """The SASL exchange as a sans-I/O generator: it yields requests and receives responses, so
-    the asyncio connection and the heartbeat thread's blocking one drive the same logic."""
-    mechanism = mechanism_for(options)
+    the asyncio connection and the heartbeat thread's blocking one drive the same logic.
+    ``token``: OAUTHBEARER's, fetched by the driver. The last response the driver receives carries
+    the session lifetime (``session_lifetime``)."""
+    mechanism = mechanism_for(options, token)
     yield from _handshake(version_for, peer, mechanism.name)
     auth_version = version_for(SASL_AUTHENTICATE)
-    token: bytes | None = mechanism.initial_response()
-    while token is not None:
-        response = yield (SASL_AUTHENTICATE, auth_version, {"auth_bytes": token})
+    message: bytes | None = mechanism.initial_response()
+    while message is not None:
+        response = yield (SASL_AUTHENTICATE, auth_version, {"auth_bytes": message})
         if response["error_code"]:
-            raise AuthenticationError(_failure(peer, mechanism, response["error_code"],
-                                               response["error_message"]))
-        token = mechanism.evaluate(response["auth_bytes"] or b"")
+            failure = _failure(peer, mechanism, response["error_code"], response["error_message"])
+            if isinstance(mechanism, OAuthBearer) and mechanism.server_error:
+                if mechanism.server_error not in failure:
+                    failure += f" (the broker's challenge: {mechanism.server_error})"
+                failure += ": the broker refused the token (its log says why: expired, audience, signature...)"
+            raise AuthenticationError(failure)
+        message = mechanism.evaluate(response["auth_bytes"] or b"")
     if isinstance(mechanism, Scram) and not mechanism.done:
         raise AuthenticationError(f"{mechanism.name}: the exchange with {peer} ended early")
+
+
+def session_lifetime(last_response: dict[str, Any] | None) -> float | None:
+    """Seconds until the broker ends the session unless the client re-authenticates (KIP-368),
+    from the exchange's last SaslAuthenticate response; None when it sets no limit."""
+    lifetime_ms = (last_response or {}).get("session_lifetime_ms") or 0
+    return lifetime_ms / 1000 if lifetime_ms > 0 else None
 
 
 def next_request(exchange: Exchange, response: dict[str, Any] | None = None) -> Request | None:

@@ -12,9 +12,28 @@ from typing import Any
 
 from aiokafka_lite.config.spelling import invalid
 
-__all__ = ["DEFAULT_PORT", "INT32_MAX", "INT64_MAX", "KNOWN_ASSIGNORS", "Assignors", "Bool", "Check", "Choice",
-           "GroupInstanceId", "Int", "OffsetReset", "OptionalCallable", "OptionalSslContext", "Ratio",
-           "RemoteAssignor", "Servers", "Text", "iso_duration_ms"]
+__all__ = [
+    "DEFAULT_PORT",
+    "INT32_MAX",
+    "INT64_MAX",
+    "KNOWN_ASSIGNORS",
+    "Assignors",
+    "Bool",
+    "Check",
+    "Choice",
+    "GroupInstanceId",
+    "Int",
+    "OffsetReset",
+    "OptionalCallable",
+    "OptionalSslContext",
+    "Ratio",
+    "RemoteAssignor",
+    "SaslExtensions",
+    "Servers",
+    "Text",
+    "TokenProvider",
+    "iso_duration_ms",
+]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -155,6 +174,38 @@ class OptionalCallable(Check):
         if value is not None and not callable(value):
             raise invalid(name, value, "None or a callable taking bytes | None")
         return value
+
+
+class TokenProvider(Check):
+    """OAUTHBEARER's token provider: a coroutine function (or any callable returning an awaitable)."""
+
+    def check(self, name: str, value: Any) -> Any:
+        if value is not None and not callable(value):
+            raise invalid(name, value, "None or an async callable returning an OAuthBearerToken")
+        return value
+
+
+class SaslExtensions(Check):
+    """SASL extensions (KIP-342): names of letters, printable values; text 'name=value,name=value'."""
+
+    _KEY = re.compile(r"[A-Za-z]+")
+    _VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
+    allowed = "a dict of str to str, names of letters only (not 'auth'), values of printable ASCII"
+
+    def check(self, name: str, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and k != "auth" and self._KEY.fullmatch(k)
+                and self._VALUE.fullmatch(v) for k, v in value.items()):
+            raise invalid(name, value, self.allowed)
+        return dict(value)
+
+    def parse(self, name: str, text: str) -> Any:
+        pairs = [part.partition("=") for part in text.split(",") if part.strip()]
+        if any(not sep for _, sep, _ in pairs):
+            raise invalid(name, text, "'name=value' pairs separated by commas")
+        return {key.strip(): value.strip() for key, _, value in pairs}
 
 
 class OptionalSslContext(Check):

@@ -26,6 +26,16 @@ _PROPERTY_NAMES: dict[str, str] = {name.replace("_", "."): name for name in FIEL
     "ssl.certificate.location": "ssl_certfile",   # librdkafka
     "ssl.key.location": "ssl_keyfile",            # librdkafka
     "ssl.key.password": "ssl_password",           # Java and librdkafka
+    # Java before 4.x took the client id and secret from sasl.jaas.config; librdkafka's names.
+    "sasl.oauthbearer.client.id": "sasl_oauthbearer_client_credentials_client_id",
+    "sasl.oauthbearer.client.secret": "sasl_oauthbearer_client_credentials_client_secret",
+    "sasl.oauthbearer.extensions": "sasl_oauthbearer_extensions",
+}
+# Java's and librdkafka's switches to the client-credentials flow, which the token endpoint implies here.
+_OAUTH_FLOW_SWITCHES = {
+    ("sasl.login.callback.handler.class",
+     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"),
+    ("sasl.oauthbearer.method", "oidc"),  # librdkafka
 }
 _HOSTNAME_CHECK_PROPERTY = "ssl.endpoint.identification.algorithm"
 
@@ -48,6 +58,8 @@ def _property_field(key: str) -> str:
     """The field a dotted property sets; unknown or unsupported ones raise."""
     if key == _HOSTNAME_CHECK_PROPERTY:
         return "ssl_check_hostname"
+    if key in _PROPERTY_NAMES:
+        return _PROPERTY_NAMES[key]
     hint = java_only_hint(key, spelled, dotted=True)
     if hint is not None:
         raise ConfigError(f"unsupported setting {key!r}: {hint}")
@@ -82,6 +94,8 @@ def settings_from_properties(properties: Mapping[str, Any], spelling: dict[str, 
     """
     settings: dict[str, Any] = {}
     for key, value in properties.items():
+        if (key, str(value).strip()) in _OAUTH_FLOW_SWITCHES:
+            continue
         name = _property_field(key)
         if name in settings:
             raise ConfigError(f"setting {spelling[name]!r} given twice (again as {key!r})")

@@ -15,7 +15,10 @@ __all__ = ["SASL_SETTINGS", "TLS_SETTINGS", "java_only_hint", "unused_security_s
 
 TLS_SETTINGS = ("ssl_context", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password",
                 "ssl_check_hostname")
-SASL_SETTINGS = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")
+SASL_SETTINGS = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "sasl_oauth_token_provider",
+                 "sasl_oauthbearer_token_endpoint_url", "sasl_oauthbearer_client_credentials_client_id",
+                 "sasl_oauthbearer_client_credentials_client_secret", "sasl_oauthbearer_scope",
+                 "sasl_oauthbearer_extensions")
 
 # The protocol that uses every setting given, by (uses TLS, uses SASL).
 _PROTOCOL_FOR = {(True, True): "SASL_SSL", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",
@@ -47,7 +50,11 @@ def java_only_hint(key: str, spell: Spell, dotted: bool) -> str | None:
                           else (spell("sasl_plain_username"), spell("sasl_plain_password")))
         return (f"aiokafka-lite reads nothing from a JAAS line: set {user} and {password} to its username "
                 f"and password, and {spell('sasl_mechanism')} to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 "
-                "(PlainLoginModule is PLAIN, ScramLoginModule is SCRAM-SHA-*)")
+                "(PlainLoginModule is PLAIN, ScramLoginModule is SCRAM-SHA-*); OAuthBearerLoginModule's "
+                "clientId, clientSecret, scope and extension_<name> options are "
+                f"{spell('sasl_oauthbearer_client_credentials_client_id')}, "
+                f"{spell('sasl_oauthbearer_client_credentials_client_secret')}, "
+                f"{spell('sasl_oauthbearer_scope')} and {spell('sasl_oauthbearer_extensions')}")
     return None
 
 

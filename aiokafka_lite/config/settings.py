@@ -27,8 +27,10 @@ from aiokafka_lite.config.checks import (
     OptionalSslContext,
     Ratio,
     RemoteAssignor,
+    SaslExtensions,
     Servers,
     Text,
+    TokenProvider,
 )
 
 __all__ = ["DEFAULT_ASSIGNORS", "DEFAULT_SERVERS", "FIELD_CHECKS", "FIELD_NAMES", "SETTINGS_TABLE",
@@ -150,11 +152,26 @@ class SettingFields:
         Bool(), "Check the broker's certificate names its host "
         "(ssl.endpoint.identification.algorithm=https)."))
     sasl_mechanism: str = field(default="PLAIN", metadata=_meta(
-        Choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", upper=True),
-        "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."))
+        Choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", upper=True),
+        "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER."))
     sasl_plain_username: str | None = field(default=None, metadata=_meta(Text(), "SASL user name."))
     sasl_plain_password: str | None = field(default=None, repr=False, metadata=_meta(
         Text(), "SASL password."))
+    sasl_oauth_token_provider: Any = field(default=None, metadata=_meta(
+        TokenProvider(), "OAUTHBEARER: an async callable returning an OAuthBearerToken (token, expiry, "
+        "extensions); called again at about 80% of each token's lifetime. Not a Java setting."))
+    sasl_oauthbearer_token_endpoint_url: str | None = field(default=None, metadata=_meta(
+        Text(), "OAUTHBEARER without a provider: the OAuth token endpoint of the client-credentials "
+        "grant (KIP-768)."))
+    sasl_oauthbearer_client_credentials_client_id: str | None = field(default=None, metadata=_meta(
+        Text(), "Client id for the token endpoint (the JAAS option clientId before Kafka 4.x)."))
+    sasl_oauthbearer_client_credentials_client_secret: str | None = field(default=None, repr=False, metadata=_meta(
+        Text(), "Client secret for the token endpoint (the JAAS option clientSecret)."))
+    sasl_oauthbearer_scope: str | None = field(default=None, metadata=_meta(
+        Text(), "Scope asked of the token endpoint (the JAAS option scope)."))
+    sasl_oauthbearer_extensions: dict[str, str] | None = field(default=None, metadata=_meta(
+        SaslExtensions(), "SASL extensions sent with every OAUTHBEARER token (KIP-342; the JAAS options "
+        "extension_<name>), e.g. {'logicalCluster': 'lkc-1'}; text 'name=value,name=value'."))
     group_protocol: str = field(default="classic", metadata=_meta(
         Choice("classic", "consumer"), "Group protocol: classic (JoinGroup/SyncGroup) or consumer "
         "(KIP-848: the broker assigns; Kafka 4.0+)."))

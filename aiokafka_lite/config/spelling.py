@@ -15,7 +15,8 @@ from aiokafka_lite.errors import ConfigError
 
 __all__ = ["MASK", "SECRET_SETTINGS", "invalid", "shown", "spelled", "spelled_as_given"]
 
-SECRET_SETTINGS = frozenset({"sasl_plain_password", "ssl_password"})
+SECRET_SETTINGS = frozenset({"sasl_plain_password", "ssl_password",
+                             "sasl_oauthbearer_client_credentials_client_secret"})
 MASK = "'***'"
 
 # Inside from_properties: {field name: the dotted name the caller wrote}.

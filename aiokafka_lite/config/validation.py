@@ -71,7 +71,9 @@ def check_group(settings: SettingFields) -> None:
 
 def check_security(settings: SettingFields) -> None:
     """SASL needs credentials; an ssl_context excludes the ssl_* files; a key needs its certificate."""
-    if settings.security_protocol.startswith("SASL_"):
+    if settings.security_protocol.startswith("SASL_") and settings.sasl_mechanism == "OAUTHBEARER":
+        _check_oauthbearer(settings)
+    elif settings.security_protocol.startswith("SASL_"):
         for name in ("sasl_plain_username", "sasl_plain_password"):
             if not getattr(settings, name):
                 raise ConfigError(f"missing {spelled(name)}: {spelled('security_protocol')}="
@@ -87,6 +89,30 @@ def check_security(settings: SettingFields) -> None:
         if getattr(settings, name) is not None and settings.ssl_certfile is None:
             raise ConfigError(f"missing {spelled('ssl_certfile')}: {spelled(name)} is set but belongs to a "
                               f"client certificate, which {spelled('ssl_certfile')} names")
+
+
+_CLIENT_CREDENTIALS = ("sasl_oauthbearer_token_endpoint_url", "sasl_oauthbearer_client_credentials_client_id",
+                       "sasl_oauthbearer_client_credentials_client_secret")
+
+
+def _check_oauthbearer(settings: SettingFields) -> None:
+    """OAUTHBEARER takes its token from a provider or from the client-credentials flow, not both."""
+    given = [name for name in _CLIENT_CREDENTIALS if getattr(settings, name)]
+    provider = spelled("sasl_oauth_token_provider")
+    if settings.sasl_oauth_token_provider is not None:
+        if given:
+            raise ConfigError(f"conflicting {spelled(given[0])}: {provider} is set, and it alone gives the "
+                              "OAUTHBEARER token; set one or the other")
+        return
+    if len(given) < len(_CLIENT_CREDENTIALS):
+        missing = next(name for name in _CLIENT_CREDENTIALS if name not in given)
+        raise ConfigError(f"missing {spelled(missing)}: {spelled('sasl_mechanism')}='OAUTHBEARER' needs "
+                          f"{provider}, or the client-credentials flow's "
+                          + ", ".join(spelled(name) for name in _CLIENT_CREDENTIALS))
+    url = settings.sasl_oauthbearer_token_endpoint_url or ""
+    if not url.startswith(("https://", "http://")):
+        raise ConfigError(f"invalid {spelled('sasl_oauthbearer_token_endpoint_url')}={url!r}: expected an "
+                          "https:// (or http://) URL")
 
 
 def check_names(names: Iterable[str]) -> None:

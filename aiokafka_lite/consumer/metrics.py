@@ -40,6 +40,7 @@ def snapshot(consumer_figures: dict[str, Any], subscription: SubscriptionState, 
     if cluster is not None:
         out["connection_failures"] = cluster.monitor.failing()  # subject -> last error, while failing
         out["rebootstraps"] = cluster.recovery.rebootstraps  # back to bootstrap_servers (KIP-899)
+        out["sasl_reauthentications"] = cluster.monitor.sasl_reauthentications  # KIP-368
     return out
 
 

@@ -14,6 +14,8 @@ name -> security protocol); each gets its own port, and their settings
 (``aiokafka_lite.testing.certs`` makes the certificates). ``advertised_ports={"PROXIED": port}``
 makes a listener advertise another port (a TCP proxy in front of it), and ``storage_format_args``
 go to ``kafka-storage format`` (e.g. ``["--add-scram", "SCRAM-SHA-256=[name=u,password=p]"]``).
+``jvm_options`` are added to the broker's JVM command line (an OAUTHBEARER listener validating
+tokens against a JWKS needs ``aiokafka_lite.testing.oauth.allowed_urls_jvm_option``).
 """
 
 from __future__ import annotations
@@ -136,7 +138,8 @@ class ApacheKafkaBroker:
                  storage_format_args: Sequence[str] = (),
                  start_timeout: float = 120.0,
                  node: NodeRole | None = None,
-                 log_levels: Mapping[str, str] | None = None) -> None:
+                 log_levels: Mapping[str, str] | None = None,
+                 jvm_options: Sequence[str] = ()) -> None:
         self.version = version
         self.node = node or NodeRole()
         self.name = f"kafka-{version}" if node is None else f"kafka-{version}-{self.node.kind}-{self.node.node_id}"
@@ -146,6 +149,7 @@ class ApacheKafkaBroker:
         self.storage_format_args = tuple(storage_format_args)
         self.start_timeout = start_timeout
         self.log_levels = dict(log_levels or {})  # logger -> level in server.log, e.g. kafka.request.logger
+        self.jvm_options = tuple(jvm_options)  # e.g. -D system properties (testing.oauth's allowed URLs)
         self.ports: dict[str, int] = {}
         self.startup_seconds = 0.0
         self._tmp: Path | None = None
@@ -308,7 +312,7 @@ class ApacheKafkaBroker:
         if self._jars is None:
             self._jars = kafka_jars(self.version)
         log4j = self._workdir() / "log4j2.properties"
-        return [java, *_JVM_OPTS, f"-Dlog4j2.configurationFile={log4j}",
+        return [java, *_JVM_OPTS, *self.jvm_options, f"-Dlog4j2.configurationFile={log4j}",
                 "-cp", f"{self._jars}/*", main_class, *args]
 
     def _format_storage(self, java: str) -> None:

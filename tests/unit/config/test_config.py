@@ -485,7 +485,7 @@ def test_converted_values_are_still_range_checked() -> None:
 
 @pytest.mark.parametrize("key", ["interceptor.classes", "metric.reporters", "client.dns.lookup",
                                  "ssl.truststore.location", "ssl.keystore.password", "sasl.jaas.config",
-                                 "sasl.kerberos.service.name", "sasl.oauthbearer.token.endpoint.url"])
+                                 "sasl.kerberos.service.name", "sasl.oauthbearer.jwks.endpoint.url"])
 def test_known_but_unsupported_java_settings_are_rejected(key: str) -> None:
     with pytest.raises(ConfigError, match="unsupported setting") as info:
         ConsumerConfig.from_properties({key: "x"})
@@ -569,7 +569,7 @@ def test_unset_passwords_show_as_none() -> None:
 
 def test_secret_fields_are_excluded_from_dataclass_repr() -> None:
     hidden = {f.name for f in dataclasses.fields(ConsumerConfig) if not f.repr}
-    assert hidden == {"sasl_plain_password", "ssl_password"}
+    assert hidden == {"sasl_plain_password", "ssl_password", "sasl_oauthbearer_client_credentials_client_secret"}
 
 
 @pytest.mark.parametrize("name", ["sasl_plain_password", "ssl_password"])
