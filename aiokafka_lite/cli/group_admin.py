@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from .._net.cluster import Cluster
 from .._net.options import ConnectionOptions
@@ -15,7 +15,7 @@ from ..errors import KafkaError, KafkaTimeoutError
 from ..structs import TopicPartition
 from .group_members import GroupMembers
 from .groups import TIMEOUT_SECONDS, members_and_offsets
-from .run import EXIT_OK, CommandFailed, first_of, run_command
+from .run import CommandFailed
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 # Group states in which the group has no member (a reset is allowed then, as in Kafka's tool).
@@ -80,25 +80,3 @@ async def topic_partitions(cluster: Cluster, topics: list[tuple[str, list[int] |
             raise CommandFailed(f"partition(s) {listed} do not exist (topic {name!r} has {len(existing)})")
         found.update(TopicPartition(name, p) for p in (existing if wanted is None else wanted))
     return sorted(found)
-
-
-def run_group_command(what: str, work: Callable[[], Awaitable[int]]) -> int:
-    """Run ``work`` as a CLI command: Ctrl-C stops it cleanly, and whatever fails is one line on stderr."""
-    async def command(stop: asyncio.Event) -> int:
-        codes: list[int] = []
-
-        async def attempt() -> None:
-            codes.append(await work())
-
-        try:
-            if not await first_of(attempt(), stop):
-                return EXIT_OK
-        except KafkaError:
-            raise
-        except TimeoutError as exc:  # a deadline no step mapped: still one line
-            raise KafkaTimeoutError(f"{what} did not complete in time") from exc
-        except Exception as exc:  # whatever it is, the user gets one line, not a traceback
-            raise KafkaError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
-        return codes[0]
-
-    return run_command(command)

@@ -32,7 +32,7 @@ from ..protocol.messages import OFFSET_FETCH
 from ..structs import TopicPartition
 from ..testing.tansu import DEVIATIONS
 from .group_members import GroupMembers, MemberView, describe_members
-from .run import EXIT_KAFKA_ERROR, EXIT_OK, first_of, run_command
+from .run import EXIT_KAFKA_ERROR, EXIT_OK, run_step_command
 
 # OffsetFetch v10 names topics by id only; this tool works with names.
 OFFSET_FETCH_MAX_VERSION = 9
@@ -246,28 +246,15 @@ def render_json(view: GroupView, out: TextIO) -> None:
 
 
 def run_describe(group_id: str, bootstrap: str, *, output_format: str) -> int:
-    async def command(stop: asyncio.Event) -> int:
-        views: list[GroupView] = []
-
-        async def describe() -> None:
-            views.append(await describe_group(bootstrap, group_id))
-
+    async def work() -> int:
         try:
-            if not await first_of(describe(), stop):
-                return EXIT_OK
+            view = await describe_group(bootstrap, group_id)
         except ProtocolDecodeError as exc:
             raise KafkaError(f"group {group_id!r} has member data that is not the consumer protocol: {exc}") from exc
-        except KafkaError:
-            raise
-        except TimeoutError as exc:  # a deadline no step mapped: still one line
-            raise KafkaTimeoutError(f"describing group {group_id!r} did not complete in time") from exc
-        except Exception as exc:  # whatever it is, the user gets one line, not a traceback
-            raise KafkaError(f"describing group {group_id!r} failed: {type(exc).__name__}: {exc}") from exc
-        view = views[0]
         if not view.exists:
             print(f"aiokafka-lite: group {group_id!r} does not exist", file=sys.stderr)
             return EXIT_KAFKA_ERROR
         (render_json if output_format == "json" else render_text)(view, sys.stdout)
         return EXIT_OK
 
-    return run_command(command)
+    return run_step_command(f"describing group {group_id!r}", work)

@@ -8,9 +8,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .group_admin import run_group_command
 from .groups import NOT_REPORTED, GroupView, describe_group
-from .run import EXIT_OK, CommandFailed
+from .run import EXIT_OK, CommandFailed, run_step_command
 
 
 def _offset_notes(view: GroupView) -> list[str]:
@@ -57,4 +56,4 @@ def run_lag(group_id: str, bootstrap: str, *, output_format: str) -> int:
             render_text(view, sys.stdout)
         return EXIT_OK
 
-    return run_group_command(f"looking up the lag of group {group_id!r}", work)
+    return run_step_command(f"looking up the lag of group {group_id!r}", work)

@@ -21,9 +21,9 @@ from typing import Any, TextIO
 from .._net.cluster import Cluster
 from ..errors import BrokerError, UnsupportedVersionError
 from ..protocol.messages import CONSUMER_GROUP_DESCRIBE, DESCRIBE_GROUPS, LIST_GROUPS
-from .group_admin import admin_cluster, bounded, run_group_command
+from .group_admin import admin_cluster, bounded
 from .groups import TIMEOUT_SECONDS
-from .run import EXIT_OK
+from .run import EXIT_OK, run_step_command
 
 # The states of classic and consumer groups as the broker spells them (Kafka's GroupState).
 STATES = ("Stable", "Empty", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling", "Dead")
@@ -122,4 +122,4 @@ def run_list(bootstrap: str, *, states: set[str], output_format: str) -> int:
         (render_json if output_format == "json" else render_text)(groups, sys.stdout)
         return EXIT_OK
 
-    return run_group_command("listing the groups", work)
+    return run_step_command("listing the groups", work)

@@ -22,10 +22,10 @@ from ..errors import BrokerError
 from ..fetch.offset_lookup import OffsetLookup
 from ..protocol.messages import OFFSET_COMMIT
 from ..structs import TopicPartition
-from .group_admin import INACTIVE_STATES, admin_cluster, bounded, existing_group, run_group_command, topic_partitions
+from .group_admin import INACTIVE_STATES, admin_cluster, bounded, existing_group, topic_partitions
 from .groups import TIMEOUT_SECONDS, tansu_end_offsets_note
 from .reset_plan import PlanRow, ResetMode, plan_reset
-from .run import EXIT_OK, CommandFailed
+from .run import EXIT_OK, CommandFailed, run_step_command
 
 # OffsetCommit v10 names topics by id only; this tool works with names.
 OFFSET_COMMIT_MAX_VERSION = 9
@@ -139,4 +139,4 @@ def run_reset(group_id: str, bootstrap: str, topics: list[tuple[str, list[int] |
         (render_json if output_format == "json" else render_text)(result, sys.stdout)
         return EXIT_OK
 
-    return run_group_command(f"resetting the offsets of group {group_id!r}", work)
+    return run_step_command(f"resetting the offsets of group {group_id!r}", work)

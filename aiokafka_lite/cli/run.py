@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 
-from ..errors import KafkaError
+from ..errors import KafkaError, KafkaTimeoutError
 
 EXIT_OK = 0
 EXIT_KAFKA_ERROR = 1
@@ -92,3 +92,25 @@ async def first_of(awaitable: Awaitable[object], stop: asyncio.Event) -> bool:
         if current is not None and current.cancelling():
             raise  # we are being cancelled ourselves, not just the work
     return False
+
+
+def run_step_command(what: str, work: Callable[[], Awaitable[int]]) -> int:
+    """Run ``work`` as a CLI command: Ctrl-C stops it cleanly, and whatever fails is one line on stderr."""
+    async def command(stop: asyncio.Event) -> int:
+        codes: list[int] = []
+
+        async def attempt() -> None:
+            codes.append(await work())
+
+        try:
+            if not await first_of(attempt(), stop):
+                return EXIT_OK
+        except KafkaError:
+            raise
+        except TimeoutError as exc:  # a deadline no step mapped: still one line
+            raise KafkaTimeoutError(f"{what} did not complete in time") from exc
+        except Exception as exc:  # whatever it is, the user gets one line, not a traceback
+            raise KafkaError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        return codes[0]
+
+    return run_command(command)
