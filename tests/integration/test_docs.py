@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -53,3 +54,14 @@ def test_examples_are_lint_clean():
         pytest.skip("ruff is not installed")
     done = subprocess.run([ruff, "check", "examples"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout
+
+
+def test_the_prometheus_page_lists_every_family():
+    """docs/prometheus.md's metric table names every family the collector exposes (here, not in
+    the unit tests: the wheel's test run has no docs/)."""
+    pytest.importorskip("prometheus_client")
+    from aiokafka_lite.prometheus import FAMILIES
+    page = (ROOT / "docs" / "prometheus.md").read_text()
+    for family in FAMILIES:
+        exposed = {"counter": "_total", "info": "_info"}.get(family.type, "")
+        assert re.search(rf"`{family.full_name}{exposed}`", page), family.full_name
