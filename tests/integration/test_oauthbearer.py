@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +36,7 @@ from aiokafka_lite.testing.oauth import (
 )
 
 from ._consumers import poll_until
+from ._steady import SteadyProducer
 
 RECORDS = 20
 AUDIENCE, ISSUER = "kafka-test", "aiokafka-lite-test-idp"
@@ -226,15 +226,6 @@ async def test_a_wrong_client_secret_is_refused_by_the_token_endpoint(oauth_kafk
 
 # ---------------------------------------------------------------- re-authentication (KIP-368)
 
-def _produce_steadily(bootstrap: str, topic: str, stop: threading.Event, sent: list[int]) -> None:
-    """Batches of 10 records every 0.2 s until ``stop``; ``sent`` counts what was acknowledged."""
-    while not stop.is_set():
-        start = sent[0]
-        sent[0] += produce(bootstrap, topic, [(None, str(start + i).encode()) for i in range(10)],
-                           enable_idempotence=True)
-        stop.wait(0.2)
-
-
 @pytest.mark.parametrize("heartbeat_mode", ["task", "thread"])
 @pytest.mark.asyncio
 async def test_every_connection_reauthenticates_with_nothing_lost_or_repeated(
@@ -246,29 +237,24 @@ async def test_every_connection_reauthenticates_with_nothing_lost_or_repeated(
     create_topic(oauth_kafka.broker.bootstrap_servers, unique_topic, partitions=2)
     calls: list[float] = []
     began = time.time()
-    stop, sent = threading.Event(), [0]
-    producer = threading.Thread(target=_produce_steadily, args=(oauth_kafka.broker.bootstrap_servers, unique_topic,
-                                                                 stop, sent))
     got: list[bytes] = []
     async with Consumer(unique_topic, bootstrap_servers=oauth_kafka.address("OAUTH_REAUTH"), group_id=unique_topic,
                         auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
                         heartbeat_mode=heartbeat_mode, security_protocol="SASL_PLAINTEXT",
                         sasl_mechanism="OAUTHBEARER",
                         sasl_oauth_token_provider=_unsecured_provider("reader", 10, calls)) as consumer:
-        producer.start()
-        try:
+        # 50 records/s whose values count up from 0; on leaving, flushed and every one acknowledged.
+        with SteadyProducer(oauth_kafka.broker.bootstrap_servers, unique_topic, 2, 50.0) as producer:
             loop = asyncio.get_running_loop()
             ends = loop.time() + 15
             while loop.time() < ends:
                 got.extend(r.value for r in await consumer.poll(timeout=0.5))
-        finally:
-            stop.set()
-            await asyncio.to_thread(producer.join, 30)
-        rest = await poll_until(consumer, lambda records: len(got) + len(records) >= sent[0], timeout=20)
+        sent = producer.sent
+        rest = await poll_until(consumer, lambda records: len(got) + len(records) >= sent, timeout=20)
         got.extend(r.value for r in rest)
         reauthentications = consumer.metrics()["sasl_reauthentications"]
-    assert sent[0] > 100
-    assert sorted(got, key=int) == [str(i).encode() for i in range(sent[0])], "every record exactly once"
+    assert sent > 100
+    assert sorted(got, key=int) == [str(i).encode() for i in range(sent)], "every record exactly once"
     # The pooled and the coordinator's connection at least, each 15 s in 8 s sessions (renewed at about 6 and 12 s).
     assert reauthentications >= 4, reauthentications
     assert len(calls) >= 3, f"fresh tokens: {len(calls)}"
@@ -279,7 +265,7 @@ async def test_every_connection_reauthenticates_with_nothing_lost_or_repeated(
     assert max(opened) < 3.0, f"a connection was replaced (its session lapsed?): {messages}"
     if heartbeat_mode == "thread":  # the heartbeat thread's own connection signs in again too
         assert sum("(heartbeat thread): re-authenticated" in message for _, message in messages) >= 2, messages
-    print(f"{heartbeat_mode}: re-authentications {reauthentications}, tokens {len(calls)}, records {sent[0]}")
+    print(f"{heartbeat_mode}: re-authentications {reauthentications}, tokens {len(calls)}, records {sent}")
 
 
 # ---------------------------------------------------------------- docs/oauthbearer.md, as written
