@@ -2,8 +2,12 @@
 
 Every request carries the member id and the current member epoch. STALE_MEMBER_EPOCH means the
 epoch moved on while the request was out: retried after the next heartbeat answer, within the
-caller's timeout, while the member is still in the group; a member that is no longer in the group
-(fenced, left after a poll lapse) gets CommitFailedError, as in Java. A committed-offset fetch the
+caller's timeout, while the member is still in the group and still holds every partition of the
+commit; a member that is no longer in the group (fenced, left after a poll lapse) gets
+CommitFailedError, as in Java. So does a commit for a partition that moved to another member
+meanwhile: since KIP-1251 (Kafka 4.3) the broker accepts an older epoch for partitions held since
+then and answers STALE_MEMBER_EPOCH for one the member has lost, and sending that again in the new
+epoch would overwrite the new owner's offsets (a zombie commit). A committed-offset fetch the
 broker refuses because it no longer knows the member is read again from outside the group: it is
 never taken for "no committed offset".
 """
@@ -49,12 +53,15 @@ class MemberOffsets:
         m = self.machine
         backoff = self._backoff()
         joins = m.joins  # the membership the commit is made in: a retry never reaches the next one
+        refused_epoch = False
         while True:
             if standalone:
                 epoch, member_id, instance = -1, "", None
             elif m.joins != joins:
                 raise generation_moved(self.group_id)
             elif m.in_group:
+                if refused_epoch:
+                    self._check_still_owned(offsets)
                 epoch, member_id, instance = m.member_epoch, m.member_id, m.instance_id
             else:
                 raise CommitFailedError(self._stale_reason())
@@ -64,7 +71,17 @@ class MemberOffsets:
                 return
             if standalone and outcome.gone:  # UNKNOWN_MEMBER_ID: the group has members
                 raise standalone_commit_refused(self.group_id)
+            refused_epoch = outcome.stale
             await self._after_error(outcome, backoff, standalone)
+
+    def _check_still_owned(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        moved = set(offsets) - self.machine.owned_partitions()
+        if moved:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(moved))
+            raise CommitFailedError(
+                f"commit failed: {names} moved to another member of group "
+                f"{self.group_id!r} before the commit was accepted (the broker refused its member "
+                "epoch); the new owner will process the uncommitted records again")
 
     async def fetch_committed(self, tps: Iterable[TopicPartition], timeout: float | None
                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:

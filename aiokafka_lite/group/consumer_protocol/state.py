@@ -302,6 +302,10 @@ class Kip848Machine:
             unresolved=unresolved,
         )
 
+    def owned_partitions(self) -> frozenset[TopicPartition]:
+        """The partitions this member holds now (those pending revocation included)."""
+        return self._named(self.owned)
+
     def _named(self, tps: TopicIdPartitions) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(self.names[t], p) for t, p in tps)
 

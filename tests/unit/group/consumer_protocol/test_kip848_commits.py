@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from aiokafka_lite.subscription import SubscriptionState
 pytestmark = pytest.mark.asyncio
 
 TP = TopicPartition("t", 0)
+TOPIC_ID = uuid.UUID(int=7)
 UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH = 25, 110, 113
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -76,7 +78,8 @@ def fetch_answer(code: int = 0, offset: int = -1) -> Answer:
 
 
 def commit_answer(code: int) -> Answer:
-    return lambda body: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": code}]}]}
+    return lambda body: {"topics": [{"name": "t", "partitions": [
+        {"partition_index": p["partition_index"], "error_code": code} for p in body["topics"][0]["partitions"]]}]}
 
 
 def member_in_group(conn: Coordinator, **settings: Any) -> Kip848Member:
@@ -88,6 +91,13 @@ def member_in_group(conn: Coordinator, **settings: Any) -> Kip848Member:
     m = member.machine
     m.subscribe(Subscription(frozenset({"t"})))
     m.heartbeat_request()
+    m.on_heartbeat_response({"error_code": 0, "error_message": None, "member_id": None, "member_epoch": 4,
+                             "heartbeat_interval_ms": 5000,
+                             "assignment": {"topic_partitions": [{"topic_id": TOPIC_ID, "partitions": [0]}]}})
+    plan = m.plan(lambda topic_id: "t")
+    assert plan is not None
+    assert m.reconciled(plan)
+    m.heartbeat_request()  # acknowledges the partition
     m.on_heartbeat_response({"error_code": 0, "error_message": None, "member_id": None, "member_epoch": 4,
                              "heartbeat_interval_ms": 5000, "assignment": None})
     assert m.state is State.STABLE
@@ -182,3 +192,39 @@ async def test_a_fencing_answer_ends_a_waiting_commit() -> None:
                           joining=False, carried=True)
         with pytest.raises(CommitFailedError):
             await asyncio.wait_for(waiting, 1)
+
+
+# ---------------------------------------------------------------- KIP-1251: retried only for partitions still held
+
+
+async def test_a_commit_refused_its_epoch_is_sent_again_while_the_member_holds_the_partition() -> None:
+    conn = Coordinator(commit_answer(STALE_MEMBER_EPOCH), commit_answer(0))
+    member = member_in_group(conn)
+    async with asyncio.timeout(5):
+        waiting = await _stale_commit(member)
+        member._on_answer({"error_code": 0, "error_message": None, "member_id": None, "member_epoch": 5,
+                           "heartbeat_interval_ms": 5000, "assignment": None}, joining=False, carried=True)
+        await asyncio.wait_for(waiting, 1)
+    assert [r["generation_id_or_member_epoch"] for r in conn.requests] == [4, 5]
+
+
+async def test_a_commit_refused_its_epoch_is_not_sent_again_once_the_partition_moved() -> None:
+    """Since KIP-1251 the broker refuses an old epoch only for a partition the member has lost:
+    sent again in the new epoch, which the broker takes, it would overwrite the new owner's offsets."""
+    conn = Coordinator(commit_answer(STALE_MEMBER_EPOCH), commit_answer(0))
+    member = member_in_group(conn)
+    m = member.machine
+    async with asyncio.timeout(5):
+        waiting = await _stale_commit(member)
+        # The next answer takes the partition away; the member revokes it (as a poll would).
+        m.on_heartbeat_response({"error_code": 0, "error_message": None, "member_id": None, "member_epoch": 4,
+                                 "heartbeat_interval_ms": 5000, "assignment": {"topic_partitions": []}})
+        plan = m.plan(lambda topic_id: "t")
+        assert plan is not None
+        assert m.reconciled(plan)
+        m.heartbeat_request()  # acknowledges the revocation; the answer brings epoch 5
+        member._on_answer({"error_code": 0, "error_message": None, "member_id": None, "member_epoch": 5,
+                           "heartbeat_interval_ms": 5000, "assignment": None}, joining=False, carried=True)
+        with pytest.raises(CommitFailedError, match="t-0 moved to another member"):
+            await asyncio.wait_for(waiting, 1)
+    assert len(conn.requests) == 1  # before the fix: sent again in epoch 5
