@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -69,6 +70,10 @@ class OurMember(ConsumerRebalanceListener):
     def __init__(self, name: str, consumer: Consumer, topic: str, ledger: CommitLedger) -> None:
         self.name, self.consumer, self.topic, self.ledger = name, consumer, topic, ledger
         self.uncommitted: dict[int, int] = {}  # partition -> next offset to commit
+        self.history: list[str] = []  # assignments and refused commits, for a failure's message
+
+    def note(self, event: str) -> None:
+        self.history.append(f"{time.monotonic():.1f} {event}")
 
     async def _commit(self, partitions: set[int] | None = None) -> None:
         offsets = {p: o for p, o in self.uncommitted.items() if partitions is None or p in partitions}
@@ -76,7 +81,8 @@ class OurMember(ConsumerRebalanceListener):
             return
         try:
             await self.consumer.commit({TopicPartition(self.topic, p): o for p, o in offsets.items()})
-        except (CommitFailedError, RebalanceInProgressError):
+        except (CommitFailedError, RebalanceInProgressError) as exc:
+            self.note(f"commit refused: {type(exc).__name__}")
             return  # kept: tried again, or handed on by a revocation
         for p, o in offsets.items():
             if self.uncommitted.get(p) == o:
@@ -90,11 +96,16 @@ class OurMember(ConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         gone = {tp.partition for tp in revoked}
+        self.note(f"revoked {sorted(gone)}")
         await self._commit(gone)
         self._drop(gone)
 
     def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.note(f"lost {sorted(tp.partition for tp in lost)}")
         self._drop({tp.partition for tp in lost})
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.note(f"assigned {sorted(tp.partition for tp in assigned)}")
 
     async def run(self, stop: asyncio.Event) -> None:
         async with self.consumer:
@@ -164,10 +175,22 @@ def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, An
         consumer.close()
 
 
-async def _until(condition, timeout: float, what) -> None:
+def _histories(members: list[OurMember]) -> dict[str, list[str]]:
+    return {m.name: m.history[-12:] for m in members}
+
+
+async def _until(condition, timeout: float, what, members: list[asyncio.Task[None]]) -> None:
+    """Waits for condition; a member that stopped meanwhile fails the wait at once with its error
+    (else its failure would hide behind a timeout, its partitions read by the others)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not condition():
+    while True:
+        for task in members:
+            if task.done():
+                raise AssertionError(f"a member stopped while waiting for "
+                                     f"{what() if callable(what) else what}") from task.exception()
+        if condition():
+            return
         assert loop.time() < deadline, f"timed out waiting for {what() if callable(what) else what}"
         await asyncio.sleep(0.1)
 
@@ -204,7 +227,7 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
         # under load) could find nothing left and the group would not be mixed.
         await _until(lambda: bool(java.assignment) and confluent_assigned.is_set()
                      and all(m.consumer.assignment() for m in members), 120,
-                     "our members, the Java one and librdkafka's holding partitions")
+                     "our members, the Java one and librdkafka's holding partitions", tasks)
         await asyncio.to_thread(produce, broker, unique_topic, ((None, b"x" * 20) for _ in range(RECORDS)),
                                 linger_ms=20)
         progress = lambda: ledger.total() + java.consumed_count()  # noqa: E731
@@ -214,20 +237,21 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
                              and all(ledger.by_member[m] > 0 for m in ("lite-1", "lite-2", "confluent")))
         await _until(lambda: progress() >= RECORDS // 4 and took_part(), 120,
                      lambda: f"a quarter of the records, every member taking part: {dict(ledger.by_member)}, "
-                             f"java read {java.consumed_count()}")
+                             f"java read {java.consumed_count()}; ours: {_histories(members)}", tasks)
         tasks.append(ours(2))  # a member joins
         await _until(lambda: ledger.by_member["lite-3"] > 0 or progress() >= RECORDS * 3 // 4, 120,
-                     "the joining member to take part")
+                     lambda: f"the joining member to take part; ours: {_histories(members)}", tasks)
         # A member leaves (SIGTERM: the Java consumer closes, leaving the group).
         assert await asyncio.to_thread(java.stop), "the Java consumer did not shut down cleanly"
         try:
-            await _until(lambda: ledger.total() + _java_committed(java) >= RECORDS, 180, "every record committed")
+            await _until(lambda: ledger.total() + _java_committed(java) >= RECORDS, 180, "every record committed",
+                         tasks)
         except AssertionError as exc:
             java_ledger = CommitLedger()
             java_ledger.replay_java("java", java.events)
             raise AssertionError(f"{exc}; {ledger.describe()}; java {java_ledger.describe()}; ours hold "
                                  f"{[sorted(tp.partition for tp in m.consumer.assignment()) for m in members]}; "
-                                 f"{await _group_progress(broker, unique_topic, unique_group)}") from None
+                                 f"{await _group_progress(broker, unique_topic, unique_group)}") from exc.__cause__
         java_events = java.events
     finally:
         if java.running:
