@@ -9,6 +9,7 @@ the default broker with ``--kafka-broker=tansu|kafka|kafka39|mock``.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,25 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
                      help="the event loop the async tests run on (default: asyncio's own)")
+    parser.addoption("--module-durations", type=int, default=0, metavar="N",
+                     help="list the N test modules that took longest (setup, call and teardown summed)")
+
+
+# Seconds per test module, for --module-durations: where the suite's time goes, which the
+# slowest-tests list alone does not show when hundreds of short tests add up.
+_module_seconds: Counter[str] = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _module_seconds[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    count = config.getoption("--module-durations")
+    if count and _module_seconds:
+        terminalreporter.section(f"slowest {count} test modules")
+        for module, seconds in _module_seconds.most_common(count):
+            terminalreporter.write_line(f"{seconds:8.1f}s {module}")
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], Any]]:
