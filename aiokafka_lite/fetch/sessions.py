@@ -6,6 +6,8 @@ partitions that are new or whose fetch offset moved, plus the ones to forget; th
 the rest and answers only for partitions with news. A session error (70, 71) or a failed request
 starts over with a full fetch, closing the old session (Java's FetchSessionHandler does the same).
 A broker that grants no session (id 0 in the answer) gets full fetches, as before KIP-227.
+A session names its topics one way, by name (Fetch v7-v12) or by id (v13+, KIP-516): when the
+version crosses that line (a topic id became known or unknown), the session starts over.
 Sans-IO: no asyncio, no sockets.
 """
 
@@ -24,6 +26,7 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 SESSION_ERRORS = frozenset({FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH})
 MIN_SESSION_VERSION = 7  # Fetch v7 added session_id, session_epoch and forgotten_topics_data
+TOPIC_ID_VERSION = 13  # Fetch v13+ names topics by id
 _INITIAL_EPOCH = 0  # with id 0: "open a session"; with an id: "close it and open a new one"
 _SESSIONLESS_EPOCH = -1  # with id 0: a full fetch that asks for no session
 _MAX_EPOCH = 2**31 - 1
@@ -39,6 +42,7 @@ class FetchPlan(Generic[P]):
     send: dict[TopicPartition, P]
     forget: list[TopicPartition]
     wanted: dict[TopicPartition, P]
+    by_id: bool = False  # topics named by id (Fetch v13+)
 
     @property
     def full(self) -> bool:
@@ -56,17 +60,21 @@ class FetchSession(Generic[P]):
     full_requests: int = 0
     incremental_requests: int = 0
     partitions_sent: int = 0  # over every answered request: what sessions save shows here
+    by_id: bool = False  # the session's topics are named by id (Fetch v13+)
 
     def plan(self, wanted: dict[TopicPartition, P], version: int) -> FetchPlan[P]:
         """The request that fetches ``wanted`` (partition -> fetch offset and epochs) at Fetch ``version``."""
+        by_id = version >= TOPIC_ID_VERSION
         if version < MIN_SESSION_VERSION:
-            return FetchPlan(0, _SESSIONLESS_EPOCH, dict(wanted), [], dict(wanted))
+            return FetchPlan(0, _SESSIONLESS_EPOCH, dict(wanted), [], dict(wanted), by_id)
+        if self.session_id != 0 and self.epoch != _INITIAL_EPOCH and by_id != self.by_id:
+            self._restart(close=True)  # its partitions were named the other way
         if self.session_id == 0 or self.epoch == _INITIAL_EPOCH:
-            return FetchPlan(self.session_id, _INITIAL_EPOCH, dict(wanted), [], dict(wanted))
+            return FetchPlan(self.session_id, _INITIAL_EPOCH, dict(wanted), [], dict(wanted), by_id)
         held = self.partitions
         send = {tp: target for tp, target in wanted.items() if held.get(tp) != target}
         forget = [tp for tp in held if tp not in wanted]
-        return FetchPlan(self.session_id, self.epoch, send, forget, dict(wanted))
+        return FetchPlan(self.session_id, self.epoch, send, forget, dict(wanted), by_id)
 
     def answered(self, plan: FetchPlan[P], error_code: int, session_id: int) -> bool:
         """Record the broker's answer to ``plan``; False when it was a session error (the answer
@@ -83,7 +91,7 @@ class FetchSession(Generic[P]):
                 self.session_id, self.epoch = 0, _INITIAL_EPOCH  # none granted: full fetches
                 self.partitions.clear()
                 return True
-            self.session_id, self.epoch = session_id, 1
+            self.session_id, self.epoch, self.by_id = session_id, 1, plan.by_id
             self.partitions = dict(plan.send)
             return True
         self.incremental_requests += 1

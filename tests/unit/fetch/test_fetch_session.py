@@ -79,3 +79,15 @@ def test_the_epoch_wraps_to_one() -> None:
     session.epoch = 2**31 - 1
     assert session.answered(session.plan({A: 0, B: 5}, V12), 0, 77)
     assert session.epoch == 1
+
+
+def test_a_session_starts_over_when_topics_change_from_names_to_ids() -> None:
+    session = opened()  # topics named (v12)
+    by_id = session.plan({A: 0, B: 5}, 16)  # every topic id known now: v16 names topics by id
+    assert (by_id.session_id, by_id.epoch, by_id.send, by_id.by_id) == (77, 0, {A: 0, B: 5}, True)  # closes 77
+    assert session.answered(by_id, 0, 78)
+    assert (session.session_id, session.epoch, session.by_id) == (78, 1, True)
+    same = session.plan({A: 0, B: 5}, 16)
+    assert (same.epoch, same.send) == (1, {})  # incremental again
+    back = session.plan({A: 0, B: 5}, V12)  # a topic id unknown again: by name, a new session
+    assert (back.session_id, back.epoch, back.send, back.by_id) == (78, 0, {A: 0, B: 5}, False)
