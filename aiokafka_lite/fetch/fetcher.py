@@ -205,12 +205,13 @@ class Fetcher:
             version = conn.version_for(FETCH, self._max_fetch_version if ids is not None
                                        else min(self._max_fetch_version, NAMES_FETCH_VERSION))
             self._planner.fetch_version(node_id, version)
-            plan = session.plan(targets, version)
+            plan = session.plan(targets, version, ids)
             # The broker holds the request up to max_wait_ms before answering: allow for that.
             timeout = self._request_timeout + max_wait_ms / 1000
-            response = await conn.send(FETCH, version, self._settings.body(plan, ids or {}), timeout=timeout)
+            response = await conn.send(FETCH, version, self._settings.body(plan, plan.topic_ids or {}),
+                                       timeout=timeout)
             if session.answered(plan, response.get("error_code", 0), response.get("session_id", 0)):
-                names = {topic_id: topic for topic, topic_id in (ids or {}).items()}
+                names = {topic_id: topic for topic, topic_id in (plan.topic_ids or {}).items()}
                 stored = self._responses.store(node_id, targets, incarnations, response, names)
             else:
                 # Sessions end when the broker evicts them (its cache is full): as in Java, INFO.
