@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from .connection import DEFAULT, Connection, RequestTimeoutDefault, Timeout
 from .coordinators import Coordinators
 from .exceptions import map_exceptions
 from .failure_log import FailureLog
-from .metadata import MetadataCache
+from .metadata import BrokerInfo, MetadataCache
 from .missing_topics import MissingTopics
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
@@ -121,6 +122,14 @@ class Cluster:
 
     def partitions_for(self, topic: str) -> set[int] | None:
         return self.metadata.partitions_for(topic)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return self.metadata.topic_id(topic)
+
+    def apply_leader_hint(self, tp: TopicPartition, leader_id: int, leader_epoch: int,
+                          endpoints: Mapping[int, BrokerInfo]) -> bool:
+        """A broker named the new leader of ``tp`` (KIP-951); see MetadataCache.apply_leader_hint."""
+        return self.metadata.apply_leader_hint(tp, leader_id, leader_epoch, endpoints)
 
     def raise_topic_errors(self, topics: Iterable[str], *, subscribed: bool = False) -> None:
         """A topic the last metadata called invalid or unauthorized is the caller's error (as in

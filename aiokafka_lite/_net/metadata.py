@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..protocol.primitives import ZERO_UUID
@@ -86,6 +86,24 @@ class MetadataCache:
             info = None if topic is None else topic.partitions.get(tp.partition)
             out[tp] = None if info is None or info.leader_id < 0 or info.leader_id not in brokers else info.leader_id
         return out
+
+    def apply_leader_hint(self, tp: TopicPartition, leader_id: int, leader_epoch: int,
+                          endpoints: Mapping[int, BrokerInfo]) -> bool:
+        """Take the leader a broker named for ``tp`` (KIP-951: a Fetch's CurrentLeader, with the
+        answer's NodeEndpoints), as Java's Metadata.updatePartitionLeadership does: ignored (False)
+        when incomplete, not newer than the epoch we know, for a partition we do not know, or for
+        a broker neither ``endpoints`` nor our metadata can reach. ``endpoints`` win over what we
+        knew of those brokers. The rest of the partition (replicas, ISR) waits for a refresh."""
+        info = self.partition(tp)
+        if info is None or leader_id < 0 or leader_epoch < 0 or leader_epoch <= info.leader_epoch:
+            return False
+        if leader_id not in endpoints and leader_id not in self.brokers:
+            return False
+        self.brokers.update(endpoints)
+        topic = self.topics[tp.topic]
+        partitions = {**topic.partitions, tp.partition: replace(info, leader_id=leader_id, leader_epoch=leader_epoch)}
+        self.topics[tp.topic] = replace(topic, partitions=partitions)
+        return True
 
     def leader_epoch_for(self, tp: TopicPartition) -> int | None:
         info = self.partition(tp)

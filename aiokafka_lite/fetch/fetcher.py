@@ -33,8 +33,17 @@ from ..subscription import SubscriptionState
 from .buffer import FetchBuffer
 from .completed import Deserializer, Records, converter
 from .epoch_validation import epoch_ends, supported
-from .offset_lookup import READ_COMMITTED, ClusterLike, ConnectionLike
-from .requests import LAST_FETCHED_EPOCH_VERSION, MAX_FETCH_VERSION, FetchPlanner, FetchSettings, FetchTarget, Lane
+from .offset_lookup import READ_COMMITTED, ConnectionLike
+from .requests import (
+    LAST_FETCHED_EPOCH_VERSION,
+    MAX_FETCH_VERSION,
+    NAMES_FETCH_VERSION,
+    FetchCluster,
+    FetchPlanner,
+    FetchSettings,
+    FetchTarget,
+    Lane,
+)
 from .responses import ResponseHandler, partition_error, transient
 from .sessions import FetchSession
 
@@ -45,7 +54,7 @@ log = logging.getLogger("aiokafka_lite.consumer.fetcher")
 class Fetcher:
     """Prefetches records for the fetchable partitions of ``subscription`` and hands them out."""
 
-    def __init__(self, cluster: ClusterLike, subscription: SubscriptionState, *,
+    def __init__(self, cluster: FetchCluster, subscription: SubscriptionState, *,
                  fetch_min_bytes: int = 1, fetch_max_wait_ms: int = 500,
                  fetch_max_bytes: int = 52_428_800, max_partition_fetch_bytes: int = 1_048_576,
                  isolation_level: int = 0, check_crcs: bool = True, request_timeout: float = 30.0,
@@ -191,14 +200,19 @@ class Fetcher:
         try:
             conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout,
                                                                   lane=lane[1])
-            version = conn.version_for(FETCH, self._max_fetch_version)
+            # By topic id (v13+) when every topic's id is known, the session's too; else by name.
+            ids = self._planner.topic_ids({tp.topic for tp in targets} | {tp.topic for tp in session.partitions})
+            version = conn.version_for(FETCH, self._max_fetch_version if ids is not None
+                                       else min(self._max_fetch_version, NAMES_FETCH_VERSION))
             self._planner.fetch_version(node_id, version)
-            plan = session.plan(targets, version)
+            plan = session.plan(targets, version, ids)
             # The broker holds the request up to max_wait_ms before answering: allow for that.
             timeout = self._request_timeout + max_wait_ms / 1000
-            response = await conn.send(FETCH, version, self._settings.body(plan), timeout=timeout)
+            response = await conn.send(FETCH, version, self._settings.body(plan, plan.topic_ids or {}),
+                                       timeout=timeout)
             if session.answered(plan, response.get("error_code", 0), response.get("session_id", 0)):
-                stored = self._responses.store(node_id, targets, incarnations, response)
+                names = {topic_id: topic for topic, topic_id in (plan.topic_ids or {}).items()}
+                stored = self._responses.store(node_id, targets, incarnations, response, names)
             else:
                 # Sessions end when the broker evicts them (its cache is full): as in Java, INFO.
                 log.info("broker %d ended fetch session %d: %s; the next fetch is a full one", node_id,

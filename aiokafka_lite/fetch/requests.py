@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Container, Iterable, Mapping, Set
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
+from .._net.metadata import BrokerInfo
+from ..protocol.primitives import ZERO_UUID
 from ..structs import TopicPartition
 from ..subscription import PartitionState, SubscriptionState
 from .completed import CompletedFetch
@@ -24,10 +27,14 @@ from .sessions import FetchPlan
 # The fetch path's one logger, whichever module of it speaks.
 log = logging.getLogger("aiokafka_lite.consumer.fetcher")
 
-# Fetch v13+ names topics by id (KIP-516): that needs the topic-id map from metadata on the way out
-# and back. v12 is the newest version naming topics, and Kafka 4.x still serves it (KIP-896
-# removed v0-v3 only); it is also the first with last_fetched_epoch (KIP-320).
-MAX_FETCH_VERSION = 12
+# Fetch v13+ names topics by id (KIP-516), from metadata's topic ids on the way out and back; v16 is
+# the first whose NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answers name the new leader and its
+# address (KIP-951: a broker answering v12-v15 leaves CurrentLeader at -1). v17-v18 add only
+# fields for replicas. v12 is the newest version naming topics: used when a topic's id is unknown;
+# Kafka 4.x still serves it (KIP-896 removed v0-v3 only); it is also the first with
+# last_fetched_epoch (KIP-320).
+MAX_FETCH_VERSION = 16
+NAMES_FETCH_VERSION = 12
 LAST_FETCHED_EPOCH_VERSION = 12  # older Fetch versions cannot see a diverged log: validate first
 
 # How long to keep fetching from a follower the leader pointed us to (KIP-392), before asking the
@@ -54,7 +61,8 @@ class FetchSettings:
     isolation_level: int
     rack: str
 
-    def body(self, plan: FetchPlan[FetchTarget]) -> dict[str, Any]:
+    def body(self, plan: FetchPlan[FetchTarget], topic_ids: Mapping[str, uuid.UUID]) -> dict[str, Any]:
+        """The request; each topic goes by name and by id (``topic_ids``), the version keeps one."""
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, target in plan.send.items():
             topics.setdefault(tp.topic, []).append({
@@ -76,10 +84,22 @@ class FetchSettings:
             "isolation_level": self.isolation_level,
             "session_id": plan.session_id,
             "session_epoch": plan.epoch,
-            "topics": [{"topic": topic, "partitions": parts} for topic, parts in topics.items()],
-            "forgotten_topics_data": [{"topic": topic, "partitions": parts} for topic, parts in forgotten.items()],
+            "topics": [{"topic": topic, "topic_id": topic_ids.get(topic, ZERO_UUID), "partitions": parts}
+                       for topic, parts in topics.items()],
+            "forgotten_topics_data": [{"topic": topic, "topic_id": topic_ids.get(topic, ZERO_UUID), "partitions": parts}
+                                      for topic, parts in forgotten.items()],
             "rack_id": self.rack,
         }
+
+
+class FetchCluster(ClusterLike, Protocol):
+    """What fetching needs of ``_net.cluster.Cluster`` beyond offset lookups: topic ids (Fetch
+    v13+) and the leaders brokers name in Fetch answers (KIP-951)."""
+
+    def topic_id(self, topic: str) -> uuid.UUID | None: ...
+
+    def apply_leader_hint(self, tp: TopicPartition, leader_id: int, leader_epoch: int,
+                          endpoints: Mapping[int, BrokerInfo]) -> bool: ...
 
 
 # Where one fetch goes: (broker node id, which of the fetcher's connections to it). Each lane has
@@ -92,7 +112,7 @@ class FetchPlanner:
     connections to it) to fetch it from and what to ask; failed partitions wait ``retry_backoff``
     seconds."""
 
-    def __init__(self, cluster: ClusterLike, subscription: SubscriptionState, retry_backoff: float,
+    def __init__(self, cluster: FetchCluster, subscription: SubscriptionState, retry_backoff: float,
                  lanes: int = 1) -> None:
         self._cluster = cluster
         self._subscription = subscription
@@ -184,7 +204,27 @@ class FetchPlanner:
                 nodes[tp] = node
         return nodes
 
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, uuid.UUID] | None:
+        """Each topic's id, for a Fetch naming topics by id (None: one is unknown, name them)."""
+        ids = {}
+        for topic in topics:
+            topic_id = self._cluster.topic_id(topic)
+            if topic_id is None:
+                return None
+            ids[topic] = topic_id
+        return ids
+
     # ------------------------------------------------------------------ what the answers taught
+
+    def leader_hint(self, tp: TopicPartition, node_id: int, leader: Mapping[str, Any],
+                    endpoints: Mapping[int, BrokerInfo]) -> bool:
+        """``node_id`` refused ``tp`` and named its ``leader`` (KIP-951): True when our metadata
+        takes it (Java's rules: newer epoch, reachable broker), so the next fetch goes there at once."""
+        if not self._cluster.apply_leader_hint(tp, leader["leader_id"], leader["leader_epoch"], endpoints):
+            return False
+        self.drop_preferred_replica(tp, node_id)
+        self._partition_backoff.pop(tp, None)
+        return True
 
     def fetch_version(self, node_id: int, version: int) -> None:
         """``node_id`` speaks Fetch ``version``: at v12+ its Fetch checks epochs itself."""

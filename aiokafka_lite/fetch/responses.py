@@ -1,16 +1,19 @@
 """What the brokers' answers do: a Fetch response becomes one ``CompletedFetch`` per partition in
 the buffer; an OffsetForLeaderEpoch answer is checked for log truncation (KIP-320); a partition's
 error code, met when its turn to be handed out comes, becomes a retry, an offset reset or an
-error for poll(); and ``transient()`` says which request failures the fetcher retries by itself.
-No I/O here.
+error for poll(); a partition refused because its leader moved, whose answer names the new leader
+(KIP-951), moves there at once instead; and ``transient()`` says which request failures the
+fetcher retries by itself. No I/O here.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from .._net.metadata import BrokerInfo
 from ..errors import (
     ERROR_CODE_BY_NAME,
     BrokerError,
@@ -36,6 +39,8 @@ log = logging.getLogger("aiokafka_lite.consumer.fetcher")
 
 _OFFSET_OUT_OF_RANGE = ERROR_CODE_BY_NAME["OFFSET_OUT_OF_RANGE"]
 _CORRUPT_MESSAGE = ERROR_CODE_BY_NAME["CORRUPT_MESSAGE"]
+# The answers that may name the partition's new leader (KIP-951, Fetch v16+).
+_LEADER_MOVED = frozenset({ERROR_CODE_BY_NAME["NOT_LEADER_OR_FOLLOWER"], ERROR_CODE_BY_NAME["FENCED_LEADER_EPOCH"]})
 
 
 class ResponseHandler:
@@ -50,18 +55,26 @@ class ResponseHandler:
         self._read_committed = read_committed
 
     def store(self, node_id: int, targets: Mapping[TopicPartition, FetchTarget],
-              incarnations: Mapping[TopicPartition, int], response: Mapping[str, Any]) -> bool:
-        """Buffer each partition's data; True if anything was buffered."""
+              incarnations: Mapping[TopicPartition, int], response: Mapping[str, Any],
+              names: Mapping[uuid.UUID, str]) -> bool:
+        """Buffer each partition's data; True if anything was buffered or a partition moved to
+        the leader the broker named: fetch again at once. ``names``: topic id -> name, for an
+        answer naming topics by id."""
         if response.get("error_code"):
             raise BrokerError(response["error_code"], f"Fetch from broker {node_id}")
         stored = False
+        endpoints = {e["node_id"]: BrokerInfo(e["node_id"], e["host"], e["port"], e["rack"])
+                     for e in response.get("node_endpoints") or ()}
         for topic in response["responses"]:
-            name = topic["topic"]
+            name = topic["topic"] or names.get(topic["topic_id"])
             for part in topic["partitions"]:
-                tp = TopicPartition(name, part["partition_index"])
+                tp = TopicPartition(name or "", part["partition_index"])
                 target = targets.get(tp)
                 if target is None:
                     continue  # not asked for (a confused broker): ignore
+                if part["error_code"] in _LEADER_MOVED and self._moved(node_id, tp, part, endpoints):
+                    stored = True
+                    continue
                 completed = self._completed_fetch(node_id, tp, target.offset, incarnations[tp], part)
                 if completed is not None:
                     self._buffer.store(completed)
@@ -69,6 +82,18 @@ class ResponseHandler:
         if stored:
             self._buffer.wake()
         return stored
+
+    def _moved(self, node_id: int, tp: TopicPartition, part: Mapping[str, Any],
+               endpoints: Mapping[int, BrokerInfo]) -> bool:
+        """The answer for ``tp`` names its new leader and our metadata took it: no refresh, no
+        backoff (False: the error is handled as without a hint)."""
+        leader = part.get("current_leader")
+        if leader is None or not self._planner.leader_hint(tp, node_id, leader, endpoints):
+            return False
+        log.info("fetch for %s-%d (broker %d): %s; broker %d leads it now (epoch %d): fetching from it",
+                 tp.topic, tp.partition, node_id, BrokerError(part["error_code"]).name,
+                 leader["leader_id"], leader["leader_epoch"])
+        return True
 
     def _completed_fetch(self, node_id: int, tp: TopicPartition, position: int, incarnation: int,
                          part: Mapping[str, Any]) -> CompletedFetch | None:

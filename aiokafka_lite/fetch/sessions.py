@@ -6,11 +6,16 @@ partitions that are new or whose fetch offset moved, plus the ones to forget; th
 the rest and answers only for partitions with news. A session error (70, 71) or a failed request
 starts over with a full fetch, closing the old session (Java's FetchSessionHandler does the same).
 A broker that grants no session (id 0 in the answer) gets full fetches, as before KIP-227.
+A session names its topics one way, by name (Fetch v7-v12) or by id (v13+, KIP-516): when the
+version crosses that line (a topic id became known or unknown), or a topic of the session has a
+new id (deleted and created again), the session starts over.
 Sans-IO: no asyncio, no sockets.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -24,6 +29,7 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 SESSION_ERRORS = frozenset({FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH})
 MIN_SESSION_VERSION = 7  # Fetch v7 added session_id, session_epoch and forgotten_topics_data
+TOPIC_ID_VERSION = 13  # Fetch v13+ names topics by id
 _INITIAL_EPOCH = 0  # with id 0: "open a session"; with an id: "close it and open a new one"
 _SESSIONLESS_EPOCH = -1  # with id 0: a full fetch that asks for no session
 _MAX_EPOCH = 2**31 - 1
@@ -39,6 +45,7 @@ class FetchPlan(Generic[P]):
     send: dict[TopicPartition, P]
     forget: list[TopicPartition]
     wanted: dict[TopicPartition, P]
+    topic_ids: Mapping[str, uuid.UUID] | None = None  # topics named by these ids (Fetch v13+); None: by name
 
     @property
     def full(self) -> bool:
@@ -56,17 +63,29 @@ class FetchSession(Generic[P]):
     full_requests: int = 0
     incremental_requests: int = 0
     partitions_sent: int = 0  # over every answered request: what sessions save shows here
+    topic_ids: Mapping[str, uuid.UUID] | None = None  # the ids its topics were named by (None: by name)
 
-    def plan(self, wanted: dict[TopicPartition, P], version: int) -> FetchPlan[P]:
-        """The request that fetches ``wanted`` (partition -> fetch offset and epochs) at Fetch ``version``."""
+    def plan(self, wanted: dict[TopicPartition, P], version: int,
+             topic_ids: Mapping[str, uuid.UUID] | None = None) -> FetchPlan[P]:
+        """The request that fetches ``wanted`` (partition -> fetch offset and epochs) at Fetch
+        ``version``; ``topic_ids``: the id of every topic wanted or held (v13+ names them so)."""
+        ids = dict(topic_ids or {}) if version >= TOPIC_ID_VERSION else None
         if version < MIN_SESSION_VERSION:
-            return FetchPlan(0, _SESSIONLESS_EPOCH, dict(wanted), [], dict(wanted))
+            return FetchPlan(0, _SESSIONLESS_EPOCH, dict(wanted), [], dict(wanted), ids)
+        if self.session_id != 0 and self.epoch != _INITIAL_EPOCH and self._renamed(ids):
+            self._restart(close=True)
         if self.session_id == 0 or self.epoch == _INITIAL_EPOCH:
-            return FetchPlan(self.session_id, _INITIAL_EPOCH, dict(wanted), [], dict(wanted))
+            return FetchPlan(self.session_id, _INITIAL_EPOCH, dict(wanted), [], dict(wanted), ids)
         held = self.partitions
         send = {tp: target for tp, target in wanted.items() if held.get(tp) != target}
         forget = [tp for tp in held if tp not in wanted]
-        return FetchPlan(self.session_id, self.epoch, send, forget, dict(wanted))
+        return FetchPlan(self.session_id, self.epoch, send, forget, dict(wanted), ids)
+
+    def _renamed(self, ids: Mapping[str, uuid.UUID] | None) -> bool:
+        """The session's partitions were named another way: by name, or by another topic id."""
+        if ids is None or self.topic_ids is None:
+            return (ids is None) != (self.topic_ids is None)
+        return any(self.topic_ids.get(tp.topic) != ids.get(tp.topic) for tp in self.partitions)
 
     def answered(self, plan: FetchPlan[P], error_code: int, session_id: int) -> bool:
         """Record the broker's answer to ``plan``; False when it was a session error (the answer
@@ -83,13 +102,14 @@ class FetchSession(Generic[P]):
                 self.session_id, self.epoch = 0, _INITIAL_EPOCH  # none granted: full fetches
                 self.partitions.clear()
                 return True
-            self.session_id, self.epoch = session_id, 1
+            self.session_id, self.epoch, self.topic_ids = session_id, 1, plan.topic_ids
             self.partitions = dict(plan.send)
             return True
         self.incremental_requests += 1
         for tp in plan.forget:
             self.partitions.pop(tp, None)
         self.partitions.update(plan.send)
+        self.topic_ids = plan.topic_ids  # those of the topics it added too
         self.epoch = 1 if self.epoch == _MAX_EPOCH else self.epoch + 1
         return True
 

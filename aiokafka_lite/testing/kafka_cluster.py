@@ -8,6 +8,7 @@ any single broker going down::
     with KafkaCluster(racks={1: "a", 2: "b", 3: "c"}) as cluster:
         cluster.create_topic("orders", partitions=6)       # RF 3, min.insync.replicas 2
         leader = cluster.leader_of(TopicPartition("orders", 0))
+        cluster.move_leader(TopicPartition("orders", 0), to=2)   # every broker stays up
         cluster.restart_broker(leader)                      # SIGTERM, start, wait until back in the ISR
         cluster.kill_broker(cluster.coordinator_of("group-1"))   # SIGKILL
         cluster.start_broker(...)
@@ -18,12 +19,16 @@ Needs ``java`` (17+), like :class:`ApacheKafkaBroker`.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
 from aiokafka_lite.structs import TopicPartition
+from aiokafka_lite.testing._kafka_jars import kafka_jars, require_tool
 from aiokafka_lite.testing._process import LOCALHOST, free_port, port_open
 from aiokafka_lite.testing.apache_kafka import DEFAULT_VERSION, ApacheKafkaBroker, NodeRole, new_cluster_id
 
@@ -206,6 +211,27 @@ class KafkaCluster:
         for _tp, error in future.result(timeout=timeout).items():
             if error is not None:
                 raise RuntimeError(f"leader election failed: {error}")
+
+    def move_leader(self, tp: TopicPartition, to: int, timeout: float = 60.0) -> None:
+        """Make replica ``to`` the leader of ``tp`` while every broker stays up: the same replicas,
+        ``to`` first (Kafka's ``kafka-reassign-partitions``, one short JVM), then a preferred
+        leader election. The old leader stays a follower of the partition."""
+        replicas, _isr = self.replicas_of(tp)
+        if to not in replicas:
+            raise ValueError(f"broker {to} holds no replica of {tp} (replicas {replicas})")
+        order = [to, *(r for r in replicas if r != to)]
+        plan = {"version": 1, "partitions": [{"topic": tp.topic, "partition": tp.partition, "replicas": order}]}
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as file:
+            json.dump(plan, file)
+            file.flush()
+            subprocess.run([require_tool("java", "reassign partitions"), "-Xmx128m", "-XX:TieredStopAtLevel=1",
+                            "-XX:+UseSerialGC", "-cp", f"{kafka_jars(self.version)}/*",
+                            "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                            "--bootstrap-server", self.bootstrap_servers, "--reassignment-json-file", file.name,
+                            "--execute"], check=True, capture_output=True, timeout=timeout)
+        self._wait(lambda: self.replicas_of(tp)[0] == order, timeout, f"{tp} replicas in order {order}")
+        self.elect_leaders([tp], timeout=timeout)
+        self._wait(lambda: self.leader_of(tp) == to, timeout, f"broker {to} leading {tp}")
 
     def wait_for_isr(self, tp: TopicPartition, in_sync: set[int], timeout: float = 60.0) -> None:
         """Wait until the in-sync replicas of ``tp`` are exactly ``in_sync``."""

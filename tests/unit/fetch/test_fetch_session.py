@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from aiokafka_lite.fetch.sessions import FetchSession
 from aiokafka_lite.structs import TopicPartition
 
@@ -79,3 +81,30 @@ def test_the_epoch_wraps_to_one() -> None:
     session.epoch = 2**31 - 1
     assert session.answered(session.plan({A: 0, B: 5}, V12), 0, 77)
     assert session.epoch == 1
+
+
+
+ID_T, ID_T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+def test_a_session_starts_over_when_topics_change_from_names_to_ids_and_back() -> None:
+    session = opened()  # topics named (v12)
+    by_id = session.plan({A: 0, B: 5}, 16, {"t": ID_T})  # every topic id known now: by id
+    assert (by_id.session_id, by_id.epoch, by_id.send, by_id.topic_ids) == (77, 0, {A: 0, B: 5}, {"t": ID_T})
+    assert session.answered(by_id, 0, 78)  # 77 closed, 78 opened
+    assert (session.session_id, session.epoch, session.topic_ids) == (78, 1, {"t": ID_T})
+    same = session.plan({A: 0, B: 5}, 16, {"t": ID_T})
+    assert (same.epoch, same.send) == (1, {})  # incremental again
+    back = session.plan({A: 0, B: 5}, V12, None)  # a topic id unknown again: by name, a new session
+    assert (back.session_id, back.epoch, back.send, back.topic_ids) == (78, 0, {A: 0, B: 5}, None)
+
+
+def test_a_topic_with_a_new_id_starts_the_session_over() -> None:
+    session = FetchSession[int]()
+    first = session.plan({A: 0}, 16, {"t": ID_T})
+    assert session.answered(first, 0, 90)
+    same = session.plan({A: 0}, 16, {"t": ID_T})
+    assert (same.epoch, same.send) == (1, {})
+    recreated = session.plan({A: 0}, 16, {"t": ID_T2})  # "t" deleted and created again
+    assert (recreated.session_id, recreated.epoch, recreated.send) == (90, 0, {A: 0})
+    assert recreated.topic_ids == {"t": ID_T2}

@@ -7,6 +7,7 @@ checked against the Fetch/ListOffsets specs and ``records`` arrive as memoryview
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from aiokafka_lite.errors import (
 )
 from aiokafka_lite.fetch.fetcher import Fetcher
 from aiokafka_lite.fetch.offset_lookup import OffsetLookup
-from aiokafka_lite.fetch.requests import MAX_FETCH_VERSION
+from aiokafka_lite.fetch.requests import NAMES_FETCH_VERSION
 from aiokafka_lite.protocol.api import Api, decode_request, decode_response, encode_request, encode_response
 from aiokafka_lite.protocol.compression import Codec
 from aiokafka_lite.protocol.messages import FETCH, LIST_OFFSETS
@@ -74,6 +75,14 @@ class FakeCluster:
         self.refreshes = 0
         self.on_refresh: Callable[[], None] | None = None
         self.connect_error: Exception | None = None
+        self.topic_ids: dict[str, uuid.UUID] = {}  # none known: Fetch names topics (v12)
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        return self.topic_ids.get(topic)
+
+    def apply_leader_hint(self, tp: TopicPartition, leader_id: int, leader_epoch: int,
+                          endpoints: Mapping[int, Any]) -> bool:
+        return False  # test_fetcher_hints.py's cluster takes hints
 
     def leader_for(self, tp: TopicPartition) -> int | None:
         return self.leaders.get(tp)
@@ -191,7 +200,7 @@ async def test_fetch_request_and_positions_advance() -> None:
         assert fetcher.send_fetches() == 0  # one fetch per broker at a time
         await settle(fetcher)
         node, version, body, timeout = cluster.fetches()[0]
-        assert (node, version) == (1, MAX_FETCH_VERSION)
+        assert (node, version) == (1, NAMES_FETCH_VERSION)  # no topic ids known
         assert timeout == pytest.approx(5.1)  # request timeout + max wait
         # A full fetch that asks for a session (KIP-227): id 0, epoch 0.
         assert (body["max_wait_ms"], body["session_id"], body["session_epoch"]) == (100, 0, 0)
