@@ -4,7 +4,7 @@ Only figures the consumer measures as Java's metric of that name means them, nam
 consumer names them in its pushes (``org.apache.kafka.`` + group + name, dots for dashes):
 
     consumer.last.poll.seconds.ago                    gauge  seconds_since_last_poll
-    consumer.coordinator.assigned.partitions          gauge  assignment (in a group)
+    consumer.coordinator.assigned.partitions          gauge  assignment
     consumer.coordinator.commit.latency.avg           gauge  ms, the commits completed since the last push
     consumer.coordinator.commit.total                 sum    commits
     consumer.coordinator.heartbeat.total              sum    heartbeats_sent
@@ -13,8 +13,9 @@ consumer names them in its pushes (``org.apache.kafka.`` + group + name, dots fo
     consumer.fetch.manager.bytes.consumed.total       sum    bytes_consumed
     consumer.fetch.manager.records.lag                gauge  lag, per partition (topic, partition)
 
-Sums are cumulative from the consumer's start, or with delta temporality the change since the
-last collection. Pure: the snapshot and the time come in.
+The coordinator ones only for a consumer with a group_id. Sums are cumulative from the consumer's
+start, or with delta temporality the change since the last collection. Pure: the snapshot and the
+time come in.
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ class MetricsCollector:
 
     def collect(self, snapshot: Mapping[str, Any], now_ns: int, delta: bool) -> list[Point]:
         points = self._gauges(snapshot, now_ns)
+        in_group = snapshot.get("group_id") is not None
         for name, key, description in COUNTERS:
             value = snapshot.get(key)
-            if not isinstance(value, int):
-                continue
+            if not isinstance(value, int) or (name.startswith("coordinator.") and not in_group):
+                continue  # without a group there is no coordinator to count for
             previous = self._last.get(key, 0)
             self._last[key] = value
             points.append(Point(PREFIX + name, value - previous if delta else value, now_ns,
@@ -66,11 +68,12 @@ class MetricsCollector:
         if isinstance(since_poll, (int, float)):
             points.append(Point(PREFIX + "last.poll.seconds.ago", float(since_poll), now_ns, unit="s",
                                 description="The number of seconds since the last poll() invocation"))
-        if snapshot.get("group_id") is not None and isinstance(snapshot.get("assignment"), list):
+        in_group = snapshot.get("group_id") is not None
+        if in_group and isinstance(snapshot.get("assignment"), list):
             points.append(Point(PREFIX + "coordinator.assigned.partitions", len(snapshot["assignment"]), now_ns,
                                 description="The number of partitions currently assigned to this consumer"))
         latency = self._commit_latency(snapshot.get("commit_latency_seconds"))
-        if latency is not None:
+        if latency is not None and in_group:
             points.append(Point(PREFIX + "coordinator.commit.latency.avg", latency, now_ns, unit="ms",
                                 description="The average time taken for a commit request"))
         for key, lag in (snapshot.get("lag") or {}).items():

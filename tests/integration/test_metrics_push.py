@@ -27,11 +27,9 @@ from aiokafka_lite.testing._kafka_jars import kafka_jars
 from aiokafka_lite.testing._process import BrokerUnavailable, wait_until
 from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic, produce
-from aiokafka_lite.testing.java_clients import run_kafka_tool
+from aiokafka_lite.testing.java_clients import VerifiableConsumer, run_kafka_tool
 
 from ._consumers import poll_until, until
-
-pytestmark = pytest.mark.asyncio
 
 VERSION = "4.3.1"
 PLUGIN = Path(__file__).parent / "telemetry_plugin" / "RecordingTelemetryReporter.java"
@@ -83,6 +81,7 @@ def telemetry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Telem
         broker.stop()
 
 
+@pytest.mark.asyncio
 async def test_pushes_the_requested_metrics_at_the_interval_and_a_terminating_push_on_close(
         telemetry_broker: TelemetryBroker, unique_topic: str, unique_group: str,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -126,6 +125,7 @@ async def test_pushes_the_requested_metrics_at_the_interval_and_a_terminating_pu
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
+@pytest.mark.asyncio
 async def test_nothing_is_pushed_with_enable_metrics_push_off(telemetry_broker: TelemetryBroker) -> None:
     servers = telemetry_broker.broker.bootstrap_servers
     async with (Consumer(bootstrap_servers=servers, client_id="telemetry-off", enable_metrics_push=False),
@@ -134,3 +134,20 @@ async def test_nothing_is_pushed_with_enable_metrics_push_off(telemetry_broker: 
         await until(lambda: len(telemetry_broker.pushes("telemetry-witness")) >= 2, timeout=30,
                     what="two pushes from the witness")
     assert telemetry_broker.pushes("telemetry-off") == []
+
+
+def test_the_plugin_sees_the_java_consumers_pushes_alike(telemetry_broker: TelemetryBroker, unique_topic: str,
+                                                         unique_group: str) -> None:
+    """The control: Kafka's own consumer, subscribed alike, pushes what the plugin records the same way."""
+    broker = telemetry_broker.broker
+    create_topic(broker, unique_topic)
+    with VerifiableConsumer(broker.bootstrap_servers, unique_topic, unique_group,
+                            properties={"client.id": "telemetry-java"}) as java:
+        wait_until(lambda: len(telemetry_broker.pushes("telemetry-java")) >= 2, timeout=30,
+                   what="two pushes from the Java consumer")
+        java.stop()
+    pushes = telemetry_broker.pushes("telemetry-java")
+    assert all(p["decode_error"] is None for p in pushes)
+    names = {name for p in pushes for name in p["metrics"]}
+    assert "org.apache.kafka.consumer.coordinator.commit.total" in names
+    assert all(name.startswith(PREFIXES) for name in names), names

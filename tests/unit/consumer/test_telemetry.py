@@ -146,6 +146,12 @@ def test_cumulative_sums_count_from_the_start_and_gauges_read_the_snapshot() -> 
     assert "coordinator.commit.latency.avg" not in later  # no commit completed since
 
 
+def test_without_a_group_there_are_no_coordinator_metrics() -> None:
+    got = _values(MetricsCollector(start_ns=0).collect({**SNAPSHOT, "group_id": None}, now_ns=1, delta=False))
+    assert not [name for name in got if name.startswith("coordinator.")]
+    assert got["fetch.manager.records.consumed.total"].value == 100
+
+
 def test_delta_sums_count_since_the_last_collection() -> None:
     collector = MetricsCollector(start_ns=100)
     collector.collect(SNAPSHOT, now_ns=200, delta=True)
