@@ -53,6 +53,7 @@ class MetricsPush:
         self._collector = MetricsCollector(time.time_ns())
         self._cluster: Cluster | None = None
         self._task: asyncio.Task[None] | None = None
+        self._node: int | None = None  # the broker pushed to, kept while it answers (as Java does)
         self.pushes = 0  # accepted, the terminating one included
 
     @property
@@ -72,7 +73,7 @@ class MetricsPush:
             task.cancel()
             await asyncio.wait({task})  # a cancellation of close() itself still reaches its caller
             if not task.cancelled():
-                task.exception()  # retrieved; a failure of the loop was logged where it happened
+                task.exception()  # retrieved (the loop logs its own failures)
         if not self._state.push_wanted:
             return
         try:
@@ -94,8 +95,13 @@ class MetricsPush:
                 log.debug("metrics push off: %s", exc)
                 return
             except KafkaError as exc:
+                self._node = None  # start over on another broker, perhaps
                 delay = self._state.on_failure()
                 log.debug("metrics push: %s; asking again in %.1f s", exc, delay)
+            except Exception as exc:  # a bug here must not go unseen, nor fail the consumer
+                self._state.stop(f"unexpected {exc!r}")
+                log.info("client metrics push failed", exc_info=True)
+                return
         if self._state.stopped_because is not None:
             log.info("client metrics push stopped: %s", self._state.stopped_because)
 
@@ -149,7 +155,7 @@ class MetricsPush:
         cluster = self._cluster
         if cluster is None:
             raise _Unsupported("not started")
-        node = cluster.least_loaded_node()
+        node = self._node = cluster.least_loaded_node() if self._node is None else self._node
         if node is None:
             raise KafkaError("no broker known")
         conn = await cluster.connection(node, timeout=self._config.request_timeout)

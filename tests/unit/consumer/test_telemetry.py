@@ -273,3 +273,23 @@ async def test_nothing_is_sent_when_disabled_or_unsupported() -> None:
 def test_java_name_turns_it_off() -> None:
     assert ConsumerConfig().enable_metrics_push is True  # Java's default
     assert ConsumerConfig.from_properties({"enable.metrics.push": "false"}).enable_metrics_push is False
+
+
+@pytest.mark.asyncio
+async def test_an_unexpected_error_stops_the_pushes_and_is_logged_below_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    def broken() -> dict[str, Any]:
+        raise RuntimeError("snapshot bug")
+
+    conn = ScriptedConnection([subscriptions(interval_ms=20)])
+    push = MetricsPush(ConsumerConfig(), broken, jitter=lambda: 0.0)
+    caplog.set_level("INFO", logger="aiokafka_lite")
+    push.start(cast(Any, ScriptedCluster(conn)))
+    for _ in range(100):
+        if push.state.next is Next.STOPPED:
+            break
+        await asyncio.sleep(0.01)
+    await push.close()
+    assert push.state.next is Next.STOPPED
+    assert "snapshot bug" in (push.state.stopped_because or "")
+    assert [r.levelname for r in caplog.records] == ["INFO"]
