@@ -42,7 +42,7 @@ _HOSTNAME_CHECK_PROPERTY = "ssl.endpoint.identification.algorithm"
 # Java consumer settings (and prefixes) with no equivalent here: rejected, never silently ignored.
 _UNSUPPORTED_PROPERTIES = frozenset({
     "interceptor.classes", "metric.reporters", "metrics.num.samples", "metrics.recording.level",
-    "metrics.sample.window.ms", "auto.include.jmx.reporter", "enable.metrics.push",
+    "metrics.sample.window.ms", "auto.include.jmx.reporter",
     "client.dns.lookup", "send.buffer.bytes", "receive.buffer.bytes",
     "socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms",
     "security.providers", "ssl.protocol", "ssl.enabled.protocols",

@@ -183,6 +183,10 @@ class SettingFields:
         "the session alive while the event loop is blocked."))
     stall_warning_ratio: float = field(default=0.5, metadata=_meta(
         Ratio(), "Warn when the event loop stalls longer than this fraction of session_timeout_ms."))
+    enable_metrics_push: bool = field(default=True, metadata=_meta(
+        Bool(), "Push client metrics to the cluster when its brokers ask for them (KIP-714, Java's "
+        "enable.metrics.push): the metrics named by the broker's client-metrics subscriptions, at the "
+        "interval they set; nothing is sent while none matches this client."))
 
 
 FIELD_NAMES: tuple[str, ...] = tuple(s.name for s in fields(SettingFields))

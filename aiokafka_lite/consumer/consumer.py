@@ -41,6 +41,7 @@ from .parts import ConsumerHooks, ConsumerParts, PollClock
 from .poll_steps import PollSteps
 from .polling import poll_once, update_positions
 from .revocation import Revocation, revocation_of, revoking_context
+from .telemetry import MetricsPush
 from .unsubscribing import UnsubscribeTask, Unsubscribing, revoke_and_leave
 from .wiring import make_fetcher, make_member, make_offset_lookup
 
@@ -81,6 +82,7 @@ class Consumer:
         self._parts = ConsumerParts(config, self._subscription, self._poll_steps, self._commits, self._poll_clock,
                                     self._hooks())
         self._stall = StallMonitor(config.session_timeout, config.stall_warning_ratio, config.heartbeat_mode)
+        self._telemetry = MetricsPush(config, self.metrics)  # KIP-714, from start() to close()
         self._closing = Closing()
         self._startup = Startup(config, self._connected, self._is_closed)
         self._unsubscribing = UnsubscribeTask()
@@ -136,6 +138,7 @@ class Consumer:
         if self.config.group_id is not None:
             self._member = make_member(cluster, self.config, self._parts, self._timers, self._timers_lock)
         self._stall.start()
+        self._telemetry.start(cluster)
 
     async def close(self, timeout: float | None = 30.0,
                     group_membership: structs.GroupMembershipOperation | str = "default") -> None:
@@ -156,7 +159,7 @@ class Consumer:
         self._closing.forcing = True
         await self._startup.stop()  # first: nothing it would open is left open
         await close_by_force(self._poll_steps, self._unsubscribing, self._commits, self._member, self._stall,
-                             self._side_tasks, self._fetcher, self._cluster, operation)
+                             self._side_tasks, self._telemetry, self._fetcher, self._cluster, operation)
 
     def _cluster_or_fail(self) -> Cluster:
         if self._cluster is None:
@@ -186,8 +189,7 @@ class Consumer:
             raise self._member.fatal_error
 
     async def _ready_to_commit(self) -> None:
-        """Started and no background error pending; not checked for open: a commit made
-        before close() still lands (close drains them)."""
+        """Started, no background error pending; not checked for open: a commit made before close() lands."""
         await self._startup.ensure_started()
         self._raise_background_error()
 

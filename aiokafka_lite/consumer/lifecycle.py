@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..liveness.stall import StallMonitor
     from .commits import Commits
     from .poll_steps import PollSteps
+    from .telemetry import MetricsPush
     from .unsubscribing import UnsubscribeTask
 
 log = logging.getLogger("aiokafka_lite.consumer")
@@ -154,7 +155,7 @@ class SideTasks:
 
 async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, commits: Commits,
                          member: GroupMember | None, stall: StallMonitor, side_tasks: SideTasks,
-                         fetcher: Fetcher | None, cluster: Cluster | None,
+                         telemetry: MetricsPush, fetcher: Fetcher | None, cluster: Cluster | None,
                          operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> None:
     """The forced part of close(), once the start attempt is stopped: cancel and await every
     task the consumer owns, close every connection."""
@@ -168,6 +169,7 @@ async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, 
     await stall.stop()
     for fut in side_tasks.running():
         await cancel(fut)
+    await telemetry.close()  # its last push, marked terminating, before the connections close
     if fetcher is not None:
         await fetcher.close()
     if cluster is not None:

@@ -10,6 +10,7 @@ from .create_topics import CREATE_TOPICS
 from .describe_groups import DESCRIBE_GROUPS
 from .fetch import FETCH
 from .find_coordinator import FIND_COORDINATOR
+from .get_telemetry_subscriptions import GET_TELEMETRY_SUBSCRIPTIONS
 from .heartbeat import HEARTBEAT
 from .join_group import JOIN_GROUP
 from .leave_group import LEAVE_GROUP
@@ -20,6 +21,7 @@ from .offset_commit import OFFSET_COMMIT
 from .offset_fetch import OFFSET_FETCH
 from .offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from .produce import PRODUCE
+from .push_telemetry import PUSH_TELEMETRY
 from .sasl_authenticate import SASL_AUTHENTICATE
 from .sasl_handshake import SASL_HANDSHAKE
 from .sync_group import SYNC_GROUP
@@ -30,7 +32,7 @@ APIS_BY_KEY: dict[int, Api] = {
         PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
         JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
         SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, SASL_AUTHENTICATE, CONSUMER_GROUP_HEARTBEAT,
-        CONSUMER_GROUP_DESCRIBE, OFFSET_FOR_LEADER_EPOCH,
+        CONSUMER_GROUP_DESCRIBE, OFFSET_FOR_LEADER_EPOCH, GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY,
     )
 }
 
@@ -43,6 +45,7 @@ __all__ = [
     "DESCRIBE_GROUPS",
     "FETCH",
     "FIND_COORDINATOR",
+    "GET_TELEMETRY_SUBSCRIPTIONS",
     "HEARTBEAT",
     "JOIN_GROUP",
     "LEAVE_GROUP",
@@ -53,6 +56,7 @@ __all__ = [
     "OFFSET_FETCH",
     "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",
+    "PUSH_TELEMETRY",
     "SASL_AUTHENTICATE",
     "SASL_HANDSHAKE",
     "SYNC_GROUP",

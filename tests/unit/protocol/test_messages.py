@@ -65,6 +65,8 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     36: ("SaslAuthenticate", 0, 2, 2),
     68: ("ConsumerGroupHeartbeat", 0, 1, 0),
     69: ("ConsumerGroupDescribe", 0, 1, 0),
+    71: ("GetTelemetrySubscriptions", 0, 0, 0),
+    72: ("PushTelemetry", 0, 0, 0),
 }
 
 ALL_VERSIONS = [
