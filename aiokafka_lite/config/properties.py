@@ -36,7 +36,13 @@ _OAUTH_FLOW_SWITCHES = {
     ("sasl.login.callback.handler.class",
      "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"),
     ("sasl.oauthbearer.method", "oidc"),  # librdkafka
+    ("sasl.oauthbearer.jwt.retriever.class",
+     "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever"),  # Java 4.1+
+    ("sasl.oauthbearer.jwt.retriever.class", "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever"),
 }
+# Java 4.1+'s retriever class naming the jwt-bearer grant (KIP-1139): sasl_oauthbearer_grant_type here.
+_JWT_BEARER_RETRIEVER = ("sasl.oauthbearer.jwt.retriever.class",
+                         "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever")
 _HOSTNAME_CHECK_PROPERTY = "ssl.endpoint.identification.algorithm"
 
 # Java consumer settings (and prefixes) with no equivalent here: rejected, never silently ignored.
@@ -96,6 +102,8 @@ def settings_from_properties(properties: Mapping[str, Any], spelling: dict[str, 
     for key, value in properties.items():
         if (key, str(value).strip()) in _OAUTH_FLOW_SWITCHES:
             continue
+        if (key, str(value).strip()) == _JWT_BEARER_RETRIEVER:
+            key, value = "sasl.oauthbearer.grant.type", "jwt_bearer"
         name = _property_field(key)
         if name in settings:
             raise ConfigError(f"setting {spelling[name]!r} given twice (again as {key!r})")
