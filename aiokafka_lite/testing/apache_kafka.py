@@ -15,12 +15,15 @@ name -> security protocol); each gets its own port, and their settings
 makes a listener advertise another port (a TCP proxy in front of it), and ``storage_format_args``
 go to ``kafka-storage format`` (e.g. ``["--add-scram", "SCRAM-SHA-256=[name=u,password=p]"]``).
 ``jvm_options`` are added to the broker's JVM command line (an OAUTHBEARER listener validating
-tokens against a JWKS needs ``aiokafka_lite.testing.oauth.allowed_urls_jvm_option``).
+tokens against a JWKS needs ``aiokafka_lite.testing.oauth.allowed_urls_jvm_option``), and
+``extra_classpath`` entries follow Kafka's jars on its class path (a test's own compiled callback
+handler, named by a listener setting in ``extra_properties``).
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 import subprocess
 import tempfile
@@ -139,7 +142,8 @@ class ApacheKafkaBroker:
                  start_timeout: float = 120.0,
                  node: NodeRole | None = None,
                  log_levels: Mapping[str, str] | None = None,
-                 jvm_options: Sequence[str] = ()) -> None:
+                 jvm_options: Sequence[str] = (),
+                 extra_classpath: Sequence[str | Path] = ()) -> None:
         self.version = version
         self.node = node or NodeRole()
         self.name = f"kafka-{version}" if node is None else f"kafka-{version}-{self.node.kind}-{self.node.node_id}"
@@ -150,6 +154,8 @@ class ApacheKafkaBroker:
         self.start_timeout = start_timeout
         self.log_levels = dict(log_levels or {})  # logger -> level in server.log, e.g. kafka.request.logger
         self.jvm_options = tuple(jvm_options)  # e.g. -D system properties (testing.oauth's allowed URLs)
+        # Directories or jars after Kafka's own, e.g. a test's compiled callback handler.
+        self.extra_classpath = tuple(str(entry) for entry in extra_classpath)
         self.ports: dict[str, int] = {}
         self.startup_seconds = 0.0
         self._tmp: Path | None = None
@@ -313,7 +319,7 @@ class ApacheKafkaBroker:
             self._jars = kafka_jars(self.version)
         log4j = self._workdir() / "log4j2.properties"
         return [java, *_JVM_OPTS, *self.jvm_options, f"-Dlog4j2.configurationFile={log4j}",
-                "-cp", f"{self._jars}/*", main_class, *args]
+                "-cp", os.pathsep.join((f"{self._jars}/*", *self.extra_classpath)), main_class, *args]
 
     def _format_storage(self, java: str) -> None:
         cluster_id = self.node.cluster_id or new_cluster_id()
