@@ -89,7 +89,11 @@ def broker(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     try:
         kafka.start()
     except BrokerUnavailable as exc:
+        kafka.stop()
         pytest.skip(f"Apache Kafka unavailable: {exc}")
+    except BaseException:
+        kafka.stop()  # a failed start leaves its working directory otherwise
+        raise
     try:
         yield kafka
     finally:

@@ -77,7 +77,11 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         try:
             broker.start()
         except BrokerUnavailable as exc:
+            broker.stop()
             pytest.skip(f"Apache Kafka unavailable: {exc}")
+        except BaseException:
+            broker.stop()  # a failed start leaves its working directory otherwise
+            raise
         try:
             yield Setup(broker, idp, keys)
         finally:
