@@ -83,3 +83,12 @@ def test_without_the_signer_the_error_names_the_extra(monkeypatch: pytest.Monkey
 def test_bad_arguments_are_config_errors(kwargs: dict[str, str], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         MskIamTokenProvider(**kwargs)
+
+
+def test_java_s_msk_iam_handler_property_says_what_to_use_instead() -> None:
+    from aiokafka_lite.config import ConsumerConfig
+
+    with pytest.raises(ConfigError, match=r"sasl_oauth_token_provider=aiokafka_lite.msk_iam.MskIamTokenProvider"):
+        ConsumerConfig.from_properties({
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.login.callback.handler.class": "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"})
