@@ -1,8 +1,13 @@
-"""The OAuth 2 client-credentials grant (KIP-768): a token from an identity provider's token endpoint.
+"""OAuth 2 grants for a token from an identity provider's token endpoint (KIP-768, KIP-1139, KIP-1258).
 
-``POST <token endpoint>`` with ``grant_type=client_credentials`` (and ``scope``), the client id and
-secret in HTTP Basic auth (each form-encoded first, RFC 6749 2.3.1), as Java's
-``OAuthBearerLoginCallbackHandler`` does. The answer's ``access_token`` and ``expires_in`` (else the
+``ClientCredentials``: ``POST <token endpoint>`` with ``grant_type=client_credentials`` (and
+``scope``), the client id and secret in HTTP Basic auth (each form-encoded first, RFC 6749 2.3.1), as
+Java's ``OAuthBearerLoginCallbackHandler`` does; or, given an assertion source instead of a secret
+(KIP-1258), the client id in the form with ``client_assertion_type`` and a signed JWT as
+``client_assertion`` (RFC 7523 2.2). ``JwtBearer``: ``grant_type=urn:ietf:params:oauth:grant-type:
+jwt-bearer`` with the JWT as ``assertion`` (RFC 7523 2.1, KIP-1139's ``JwtBearerJwtRetriever``).
+
+The answer's ``access_token`` and ``expires_in`` (else the
 JWT's ``exp``) make the token. Plain ``urllib`` in a worker thread (no dependency), bounded by a
 socket timeout there and by ``asyncio.timeout`` here; https is verified with the system's CAs.
 
@@ -24,23 +29,19 @@ from typing import Any
 
 from ..errors import AuthenticationError, KafkaConnectionError, KafkaTimeoutError
 from ..structs import OAuthBearerToken
+from .assertion import AssertionSource
 
 _REFUSALS = (400, 401, 403)
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+JWT_BEARER_CLIENT_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
-class ClientCredentials:
+class _TokenEndpoint:
     """An async token provider for ``OAuthTokens``: one token request per call."""
 
-    def __init__(self, token_endpoint_url: str, client_id: str, client_secret: str, *,
-                 scope: str | None = None, timeout: float | None = 30.0) -> None:
-        self.url = token_endpoint_url
-        self.client_id = client_id
-        self._client_secret = client_secret
-        self.scope = scope
-        self.timeout = timeout
-
-    def __repr__(self) -> str:
-        return f"ClientCredentials({self.url!r}, client_id={self.client_id!r})"
+    url: str
+    timeout: float | None
+    client_id: str | None = None
 
     async def __call__(self) -> OAuthBearerToken:
         try:
@@ -52,16 +53,16 @@ class ClientCredentials:
             raise KafkaTimeoutError(f"token endpoint {self.url}: no answer within {self.timeout:g} s") from exc
 
     def _request(self) -> urllib.request.Request:
-        form = {"grant_type": "client_credentials"} | ({"scope": self.scope} if self.scope else {})
-        quote = urllib.parse.quote_plus
-        basic = base64.b64encode(f"{quote(self.client_id)}:{quote(self._client_secret)}".encode()).decode()
+        raise NotImplementedError
+
+    def _post(self, form: dict[str, str], headers: dict[str, str] | None = None) -> urllib.request.Request:
         return urllib.request.Request(
             self.url, data=urllib.parse.urlencode(form).encode(), method="POST",
-            headers={"Authorization": f"Basic {basic}", "Accept": "application/json",
+            headers={**(headers or {}), "Accept": "application/json",
                      "Content-Type": "application/x-www-form-urlencoded"})
 
     def _fetch(self) -> OAuthBearerToken:
-        where = f"token endpoint {self.url} (client id {self.client_id!r})"
+        where = f"token endpoint {self.url}" + (f" (client id {self.client_id!r})" if self.client_id else "")
         began = time.time()
         try:
             with urllib.request.urlopen(self._request(), timeout=self.timeout) as answer:
@@ -74,6 +75,54 @@ class ClientCredentials:
             reason = getattr(exc, "reason", exc)
             raise KafkaConnectionError(f"{where} unreachable: {reason}") from None
         return _token_from(body, began, where)
+
+
+class ClientCredentials(_TokenEndpoint):
+    """The client-credentials grant, the client signed in by its secret or by an assertion."""
+
+    def __init__(self, token_endpoint_url: str, client_id: str, client_secret: str | None = None, *,
+                 assertion: AssertionSource | None = None, scope: str | None = None,
+                 timeout: float | None = 30.0) -> None:
+        if client_secret is None and assertion is None:
+            raise ValueError("ClientCredentials needs a client secret or an assertion source")
+        self.url = token_endpoint_url
+        self.client_id = client_id
+        self._client_secret = client_secret
+        self._assertion = assertion
+        self.scope = scope
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        how = ", client_assertion" if self._assertion is not None else ""
+        return f"ClientCredentials({self.url!r}, client_id={self.client_id!r}{how})"
+
+    def _request(self) -> urllib.request.Request:
+        form = {"grant_type": "client_credentials"} | ({"scope": self.scope} if self.scope else {})
+        if self._assertion is not None:  # KIP-1258: the assertion first, as Java prefers it to a secret
+            form |= {"client_id": self.client_id or "", "client_assertion_type": JWT_BEARER_CLIENT_ASSERTION,
+                     "client_assertion": self._assertion()}
+            return self._post(form)
+        quote = urllib.parse.quote_plus
+        basic = base64.b64encode(f"{quote(self.client_id or '')}:{quote(self._client_secret or '')}".encode())
+        return self._post(form, {"Authorization": f"Basic {basic.decode()}"})
+
+
+class JwtBearer(_TokenEndpoint):
+    """The jwt-bearer grant (KIP-1139): a signed JWT is the grant itself, no client secret."""
+
+    def __init__(self, token_endpoint_url: str, assertion: AssertionSource, *, scope: str | None = None,
+                 timeout: float | None = 30.0) -> None:
+        self.url = token_endpoint_url
+        self._assertion = assertion
+        self.scope = scope
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"JwtBearer({self.url!r}, {self._assertion!r})"
+
+    def _request(self) -> urllib.request.Request:
+        form = {"grant_type": JWT_BEARER_GRANT, "assertion": self._assertion()}
+        return self._post(form | ({"scope": self.scope} if self.scope else {}))
 
 
 def _token_from(body: bytes, began: float, where: str) -> OAuthBearerToken:

@@ -9,8 +9,9 @@ from importlib import metadata
 from typing import Any
 
 from ..errors import ConfigError
+from .assertion import AssertionClaims, AssertionSource
 from .oauth import OAuthTokens, TokenProvider
-from .oidc import ClientCredentials
+from .oidc import ClientCredentials, JwtBearer
 
 
 def _package_version() -> str:
@@ -25,6 +26,12 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 RECOVERY_STRATEGIES = ("rebootstrap", "none")
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+ASSERTION_SETTINGS = (
+    "sasl_oauthbearer_grant_type", "sasl_oauthbearer_assertion_file", "sasl_oauthbearer_assertion_private_key_file",
+    "sasl_oauthbearer_assertion_private_key_passphrase", "sasl_oauthbearer_assertion_algorithm",
+    "sasl_oauthbearer_assertion_claim_iss", "sasl_oauthbearer_assertion_claim_sub",
+    "sasl_oauthbearer_assertion_claim_aud", "sasl_oauthbearer_assertion_claim_exp_seconds",
+    "sasl_oauthbearer_assertion_claim_nbf_seconds", "sasl_oauthbearer_assertion_claim_jti_include")
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,18 @@ class ConnectionOptions:
     sasl_oauthbearer_client_credentials_client_secret: str | None = field(default=None, repr=False)
     sasl_oauthbearer_scope: str | None = None
     sasl_oauthbearer_extensions: Mapping[str, str] | None = None
+    # KIP-1139 (the jwt-bearer grant) and KIP-1258 (a client assertion instead of the secret).
+    sasl_oauthbearer_grant_type: str = "client_credentials"
+    sasl_oauthbearer_assertion_file: str | None = None
+    sasl_oauthbearer_assertion_private_key_file: str | None = None
+    sasl_oauthbearer_assertion_private_key_passphrase: str | None = field(default=None, repr=False)
+    sasl_oauthbearer_assertion_algorithm: str = "RS256"
+    sasl_oauthbearer_assertion_claim_iss: str | None = None
+    sasl_oauthbearer_assertion_claim_sub: str | None = None
+    sasl_oauthbearer_assertion_claim_aud: str | None = None
+    sasl_oauthbearer_assertion_claim_exp_seconds: int = 300
+    sasl_oauthbearer_assertion_claim_nbf_seconds: int = 60
+    sasl_oauthbearer_assertion_claim_jti_include: bool = False
     # Built from the above in __post_init__: the one token cache every connection shares.
     oauth_tokens: OAuthTokens | None = field(default=None, repr=False, compare=False)
     # Metadata requests for named topics may create them, where the broker allows it (Java's
@@ -95,11 +114,27 @@ class ConnectionOptions:
             return self.sasl_oauth_token_provider
         url, client_id = self.sasl_oauthbearer_token_endpoint_url, self.sasl_oauthbearer_client_credentials_client_id
         secret = self.sasl_oauthbearer_client_credentials_client_secret
-        if url is None or client_id is None or secret is None:
+        assertion = self._assertion_source()
+        if url is not None and self.sasl_oauthbearer_grant_type == "jwt_bearer" and assertion is not None:
+            return JwtBearer(url, assertion, scope=self.sasl_oauthbearer_scope, timeout=self.request_timeout)
+        if url is None or client_id is None or (secret is None and assertion is None):
             raise ConfigError("sasl_mechanism='OAUTHBEARER' needs sasl_oauth_token_provider, or "
-                              "sasl_oauthbearer_token_endpoint_url with the client id and secret")
-        return ClientCredentials(url, client_id, secret, scope=self.sasl_oauthbearer_scope,
+                              "sasl_oauthbearer_token_endpoint_url with the client id and secret (or an "
+                              "assertion), or with sasl_oauthbearer_grant_type='jwt_bearer' an assertion")
+        return ClientCredentials(url, client_id, secret, assertion=assertion, scope=self.sasl_oauthbearer_scope,
                                  timeout=self.request_timeout)
+
+    def _assertion_source(self) -> AssertionSource | None:
+        if self.sasl_oauthbearer_assertion_file is None and self.sasl_oauthbearer_assertion_private_key_file is None:
+            return None
+        claims = AssertionClaims(
+            self.sasl_oauthbearer_assertion_claim_iss, self.sasl_oauthbearer_assertion_claim_sub,
+            self.sasl_oauthbearer_assertion_claim_aud, self.sasl_oauthbearer_assertion_claim_exp_seconds,
+            self.sasl_oauthbearer_assertion_claim_nbf_seconds, self.sasl_oauthbearer_assertion_claim_jti_include)
+        return AssertionSource(assertion_file=self.sasl_oauthbearer_assertion_file,
+                               private_key_file=self.sasl_oauthbearer_assertion_private_key_file,
+                               passphrase=self.sasl_oauthbearer_assertion_private_key_passphrase,
+                               algorithm=self.sasl_oauthbearer_assertion_algorithm, claims=claims)
 
     @property
     def uses_tls(self) -> bool:
@@ -119,7 +154,7 @@ class ConnectionOptions:
                      "sasl_oauth_token_provider", "sasl_oauthbearer_token_endpoint_url",
                      "sasl_oauthbearer_client_credentials_client_id",
                      "sasl_oauthbearer_client_credentials_client_secret", "sasl_oauthbearer_scope",
-                     "sasl_oauthbearer_extensions"):
+                     "sasl_oauthbearer_extensions", *ASSERTION_SETTINGS):
             if hasattr(settings, name):
                 values[name] = getattr(settings, name)
         for name in ("request_timeout", "retry_backoff", "retry_backoff_max", "reconnect_backoff",

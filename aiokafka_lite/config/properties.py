@@ -36,7 +36,15 @@ _OAUTH_FLOW_SWITCHES = {
     ("sasl.login.callback.handler.class",
      "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"),
     ("sasl.oauthbearer.method", "oidc"),  # librdkafka
+    ("sasl.oauthbearer.jwt.retriever.class",
+     "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever"),  # Java 4.1+
+    ("sasl.oauthbearer.jwt.retriever.class", "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever"),
 }
+# Java 4.1+'s retriever class naming the jwt-bearer grant (KIP-1139): sasl_oauthbearer_grant_type here.
+_JWT_BEARER_RETRIEVER = ("sasl.oauthbearer.jwt.retriever.class",
+                         "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever")
+# AWS's aws-msk-iam-auth handler for Java: a token provider here, which no property can name.
+_MSK_IAM_HANDLER = "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"
 _HOSTNAME_CHECK_PROPERTY = "ssl.endpoint.identification.algorithm"
 
 # Java consumer settings (and prefixes) with no equivalent here: rejected, never silently ignored.
@@ -96,6 +104,12 @@ def settings_from_properties(properties: Mapping[str, Any], spelling: dict[str, 
     for key, value in properties.items():
         if (key, str(value).strip()) in _OAUTH_FLOW_SWITCHES:
             continue
+        if str(value).strip() == _MSK_IAM_HANDLER:
+            raise ConfigError(f"unsupported setting {key!r}={_MSK_IAM_HANDLER!r}: Amazon MSK IAM is "
+                              "sasl_oauth_token_provider=aiokafka_lite.msk_iam.MskIamTokenProvider(region) here "
+                              "(extra msk-iam), with sasl_mechanism='OAUTHBEARER'; a provider is no property")
+        if (key, str(value).strip()) == _JWT_BEARER_RETRIEVER:
+            key, value = "sasl.oauthbearer.grant.type", "jwt_bearer"
         name = _property_field(key)
         if name in settings:
             raise ConfigError(f"setting {spelling[name]!r} given twice (again as {key!r})")

@@ -18,7 +18,12 @@ TLS_SETTINGS = ("ssl_context", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl
 SASL_SETTINGS = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "sasl_oauth_token_provider",
                  "sasl_oauthbearer_token_endpoint_url", "sasl_oauthbearer_client_credentials_client_id",
                  "sasl_oauthbearer_client_credentials_client_secret", "sasl_oauthbearer_scope",
-                 "sasl_oauthbearer_extensions")
+                 "sasl_oauthbearer_extensions", "sasl_oauthbearer_grant_type", "sasl_oauthbearer_assertion_file",
+                 "sasl_oauthbearer_assertion_private_key_file", "sasl_oauthbearer_assertion_private_key_passphrase",
+                 "sasl_oauthbearer_assertion_algorithm", "sasl_oauthbearer_assertion_claim_iss",
+                 "sasl_oauthbearer_assertion_claim_sub", "sasl_oauthbearer_assertion_claim_aud",
+                 "sasl_oauthbearer_assertion_claim_exp_seconds", "sasl_oauthbearer_assertion_claim_nbf_seconds",
+                 "sasl_oauthbearer_assertion_claim_jti_include")
 
 # The protocol that uses every setting given, by (uses TLS, uses SASL).
 _PROTOCOL_FOR = {(True, True): "SASL_SSL", (True, False): "SSL", (False, True): "SASL_PLAINTEXT",

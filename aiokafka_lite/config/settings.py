@@ -162,13 +162,43 @@ class SettingFields:
         "extensions); called again at about 80% of each token's lifetime. Not a Java setting."))
     sasl_oauthbearer_token_endpoint_url: str | None = field(default=None, metadata=_meta(
         Text(), "OAUTHBEARER without a provider: the OAuth token endpoint of the client-credentials "
-        "grant (KIP-768)."))
+        "grant (KIP-768) or of the jwt-bearer grant (KIP-1139)."))
     sasl_oauthbearer_client_credentials_client_id: str | None = field(default=None, metadata=_meta(
         Text(), "Client id for the token endpoint (the JAAS option clientId before Kafka 4.x)."))
     sasl_oauthbearer_client_credentials_client_secret: str | None = field(default=None, repr=False, metadata=_meta(
         Text(), "Client secret for the token endpoint (the JAAS option clientSecret)."))
     sasl_oauthbearer_scope: str | None = field(default=None, metadata=_meta(
         Text(), "Scope asked of the token endpoint (the JAAS option scope)."))
+    sasl_oauthbearer_grant_type: str = field(default="client_credentials", metadata=_meta(
+        Choice("client_credentials", "jwt_bearer"), "OAUTHBEARER token endpoint grant: client_credentials "
+        "(KIP-768), or jwt_bearer, a signed JWT as the grant (KIP-1139; Java's sasl.oauthbearer.jwt."
+        "retriever.class=...JwtBearerJwtRetriever)."))
+    sasl_oauthbearer_assertion_file: str | None = field(default=None, metadata=_meta(
+        Text(), "A file holding a ready JWT assertion, read for each token request: the jwt_bearer "
+        "grant's assertion, or the client_credentials client assertion (KIP-1258) instead of a secret."))
+    sasl_oauthbearer_assertion_private_key_file: str | None = field(default=None, metadata=_meta(
+        Text(), "PEM private key (PKCS#8) to sign the assertion with, each token request anew "
+        "(needs the extra oauth-assertion); unused when sasl_oauthbearer_assertion_file is set."))
+    sasl_oauthbearer_assertion_private_key_passphrase: str | None = field(default=None, repr=False,
+                                                                          metadata=_meta(
+        Text(), "Passphrase of an encrypted sasl_oauthbearer_assertion_private_key_file."))
+    sasl_oauthbearer_assertion_algorithm: str = field(default="RS256", metadata=_meta(
+        Choice("RS256", "ES256", upper=True), "Signature of the assertion signed here: RS256 (an RSA key) "
+        "or ES256 (an EC P-256 key)."))
+    sasl_oauthbearer_assertion_claim_iss: str | None = field(default=None, metadata=_meta(
+        Text(), "The iss claim of the assertion signed here (for a client assertion: the client id)."))
+    sasl_oauthbearer_assertion_claim_sub: str | None = field(default=None, metadata=_meta(
+        Text(), "The sub claim of the assertion signed here (for a client assertion: the client id)."))
+    sasl_oauthbearer_assertion_claim_aud: str | None = field(default=None, metadata=_meta(
+        Text(), "The aud claim of the assertion signed here (usually the identity provider's issuer or "
+        "token endpoint URL)."))
+    sasl_oauthbearer_assertion_claim_exp_seconds: int = field(default=300, metadata=_meta(
+        Int(1, 86400), "Lifetime of the assertion signed here: exp is this many seconds after iat."))
+    sasl_oauthbearer_assertion_claim_nbf_seconds: int = field(default=60, metadata=_meta(
+        Int(0, 3600), "nbf of the assertion signed here: this many seconds before iat (clock skew)."))
+    sasl_oauthbearer_assertion_claim_jti_include: bool = field(default=False, metadata=_meta(
+        Bool(), "Give the assertion signed here a random jti claim, so the identity provider can refuse "
+        "a replayed one."))
     sasl_oauthbearer_extensions: dict[str, str] | None = field(default=None, metadata=_meta(
         SaslExtensions(), "SASL extensions sent with every OAUTHBEARER token (KIP-342; the JAAS options "
         "extension_<name>), e.g. {'logicalCluster': 'lkc-1'}; text 'name=value,name=value'."))

@@ -93,22 +93,33 @@ def check_security(settings: SettingFields) -> None:
 
 _CLIENT_CREDENTIALS = ("sasl_oauthbearer_token_endpoint_url", "sasl_oauthbearer_client_credentials_client_id",
                        "sasl_oauthbearer_client_credentials_client_secret")
+_ASSERTION_SOURCES = ("sasl_oauthbearer_assertion_file", "sasl_oauthbearer_assertion_private_key_file")
 
 
 def _check_oauthbearer(settings: SettingFields) -> None:
-    """OAUTHBEARER takes its token from a provider or from the client-credentials flow, not both."""
-    given = [name for name in _CLIENT_CREDENTIALS if getattr(settings, name)]
+    """OAUTHBEARER takes its token from a provider or from the token endpoint, not both; the
+    endpoint's grant is client_credentials (a secret or a client assertion) or jwt_bearer (an assertion)."""
+    assertion = next((name for name in _ASSERTION_SOURCES if getattr(settings, name)), None)
+    given = [name for name in _CLIENT_CREDENTIALS if getattr(settings, name)] + ([assertion] if assertion else [])
     provider = spelled("sasl_oauth_token_provider")
     if settings.sasl_oauth_token_provider is not None:
         if given:
             raise ConfigError(f"conflicting {spelled(given[0])}: {provider} is set, and it alone gives the "
                               "OAUTHBEARER token; set one or the other")
         return
-    if len(given) < len(_CLIENT_CREDENTIALS):
-        missing = next(name for name in _CLIENT_CREDENTIALS if name not in given)
-        raise ConfigError(f"missing {spelled(missing)}: {spelled('sasl_mechanism')}='OAUTHBEARER' needs "
-                          f"{provider}, or the client-credentials flow's "
-                          + ", ".join(spelled(name) for name in _CLIENT_CREDENTIALS))
+    if settings.sasl_oauthbearer_grant_type == "jwt_bearer":
+        needed: tuple[str, ...] = ("sasl_oauthbearer_token_endpoint_url", assertion or _ASSERTION_SOURCES[1])
+        flow = "the jwt_bearer grant's"
+    else:
+        needed = _CLIENT_CREDENTIALS[:2] + ((assertion,) if assertion else _CLIENT_CREDENTIALS[2:])
+        flow = "the client-credentials flow's"
+    missing = next((name for name in needed if not getattr(settings, name)), None)
+    if missing is not None:
+        alternative = (f" (or {spelled(_ASSERTION_SOURCES[0])})" if missing == _ASSERTION_SOURCES[1] else
+                       f" (or an assertion: {spelled(_ASSERTION_SOURCES[1])})" if missing == _CLIENT_CREDENTIALS[2]
+                       else "")
+        raise ConfigError(f"missing {spelled(missing)}{alternative}: {spelled('sasl_mechanism')}='OAUTHBEARER' "
+                          f"needs {provider}, or {flow} " + ", ".join(spelled(name) for name in needed))
     url = settings.sasl_oauthbearer_token_endpoint_url or ""
     if not url.startswith(("https://", "http://")):
         raise ConfigError(f"invalid {spelled('sasl_oauthbearer_token_endpoint_url')}={url!r}: expected an "

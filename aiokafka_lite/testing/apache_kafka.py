@@ -16,7 +16,9 @@ makes a listener advertise another port (a TCP proxy in front of it), and ``stor
 go to ``kafka-storage format`` (e.g. ``["--add-scram", "SCRAM-SHA-256=[name=u,password=p]"]``).
 ``jvm_options`` are added to the broker's JVM command line (an OAUTHBEARER listener validating
 tokens against a JWKS needs ``aiokafka_lite.testing.oauth.allowed_urls_jvm_option``), and
-``extra_classpath`` entries after the broker's jars (a plugin's classes, e.g. a ``metric.reporters`` class).
+``extra_classpath`` entries follow Kafka's jars on its class path (a plugin's classes, e.g. a
+``metric.reporters`` class, or a test's own compiled callback handler named by a listener setting in
+``extra_properties``).
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ class ApacheKafkaBroker:
                  node: NodeRole | None = None,
                  log_levels: Mapping[str, str] | None = None,
                  jvm_options: Sequence[str] = (),
-                 extra_classpath: Sequence[str] = ()) -> None:
+                 extra_classpath: Sequence[str | Path] = ()) -> None:
         self.version = version
         self.node = node or NodeRole()
         self.name = f"kafka-{version}" if node is None else f"kafka-{version}-{self.node.kind}-{self.node.node_id}"
@@ -153,7 +155,8 @@ class ApacheKafkaBroker:
         self.start_timeout = start_timeout
         self.log_levels = dict(log_levels or {})  # logger -> level in server.log, e.g. kafka.request.logger
         self.jvm_options = tuple(jvm_options)  # e.g. -D system properties (testing.oauth's allowed URLs)
-        self.extra_classpath = tuple(extra_classpath)  # e.g. a plugin's classes (metric.reporters)
+        # Directories or jars after Kafka's own, e.g. a test's compiled callback handler.
+        self.extra_classpath = tuple(str(entry) for entry in extra_classpath)
         self.ports: dict[str, int] = {}
         self.startup_seconds = 0.0
         self._tmp: Path | None = None

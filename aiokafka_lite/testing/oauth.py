@@ -6,8 +6,12 @@
   listener of ``ApacheKafkaBroker`` into an OAUTHBEARER one: the unsecured validator, or with
   ``jwks_url`` Kafka's ``OAuthBearerValidatorCallbackHandler`` checking signatures against it;
   ``allowed_urls_jvm_option(...)`` is the JVM system property Kafka 4.x wants for those URLs;
-* ``OAuthServer``: a client-credentials token endpoint and a JWKS on 127.0.0.1 (``http.server`` on a
-  thread), issuing RS256 tokens signed with ``cryptography``. A context manager: started and stopped
+* ``OAuthServer``: a token endpoint and a JWKS on 127.0.0.1 (``http.server`` on a thread), issuing
+  RS256 tokens signed with ``cryptography``, for the client-credentials grant (a secret in Basic auth,
+  or a client assertion, KIP-1258) and the jwt-bearer grant (KIP-1139). Assertions must verify with
+  a public key registered for their ``iss`` by ``trust_assertion_key``, name the token URL as ``aud``,
+  not be expired, and not repeat a ``jti``; a refusal names the failed check in
+  ``error_description``. A context manager: started and stopped
   by its user (a fixture). Clients it knows are registered with ``add_client``; one may be given a
   wrong audience or a key the JWKS does not hold, to see the broker refuse its tokens::
 
@@ -34,6 +38,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from aiokafka_lite.testing._assertion_check import (
+    JWT_BEARER_CLIENT_ASSERTION,
+    JWT_BEARER_GRANT,
+    AssertionRefused,
+    check_assertion,
+)
 from aiokafka_lite.testing._process import LOCALHOST, BrokerUnavailable
 
 __all__ = ["OAuthServer", "allowed_urls_jvm_option", "oauthbearer_listener_properties", "unsecured_jws"]
@@ -135,7 +145,10 @@ class OAuthServer:
         self._forger = _SigningKey("test-key-1")  # same kid, other key: its signatures do not verify
         self._clients: dict[str, _Client] = {}
         self._lock = threading.Lock()
-        self.token_requests: dict[str, int] = {}  # client id -> tokens issued
+        self.token_requests: dict[str, int] = {}  # client id (or assertion subject) -> tokens issued
+        self._assertion_keys: dict[str, Any] = {}  # iss -> public key
+        self._seen_jti: set[str] = set()
+        self.refusals: list[str] = []  # error_description of every refused assertion
         self.jwks_requests = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -144,6 +157,11 @@ class OAuthServer:
                    lifetime: float | None = None) -> None:
         with self._lock:
             self._clients[client_id] = _Client(secret, audience, forged, lifetime or self.token_lifetime)
+
+    def trust_assertion_key(self, issuer: str, public_key: Any) -> None:
+        """Assertions whose ``iss`` is ``issuer`` verify with ``public_key`` (a ``cryptography`` key)."""
+        with self._lock:
+            self._assertion_keys[issuer] = public_key
 
     @property
     def port(self) -> int:
@@ -199,14 +217,39 @@ class OAuthServer:
                 return 401, {"error": "invalid_client", "error_description": "unknown client or wrong secret"}
             if form.get("grant_type") != "client_credentials":
                 return 400, {"error": "unsupported_grant_type"}
-            self.token_requests[client_id] = self.token_requests.get(client_id, 0) + 1
+        return self._token(client_id, client.audience, client.lifetime, client.forged, form)
+
+    def issue_for_assertion(self, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """The jwt-bearer grant (``assertion``), or the client-credentials grant with ``client_assertion``."""
+        bearer = form.get("grant_type") == JWT_BEARER_GRANT
+        if not bearer and form.get("client_assertion_type") != JWT_BEARER_CLIENT_ASSERTION:
+            return 401, {"error": "invalid_client", "error_description": "client_assertion_type not jwt-bearer"}
+        if not bearer and form.get("grant_type") != "client_credentials":
+            return 400, {"error": "unsupported_grant_type"}
+        error = "invalid_grant" if bearer else "invalid_client"
+        with self._lock:
+            try:
+                claims = check_assertion(form.get("assertion" if bearer else "client_assertion", ""),
+                                         self._assertion_keys, self.token_url, self._seen_jti)
+                if not bearer and not claims["iss"] == claims["sub"] == form.get("client_id", claims["sub"]):
+                    raise AssertionRefused(f"client assertion iss {claims['iss']!r} and sub {claims['sub']!r} "
+                                           f"must both be the client id {form.get('client_id')!r}")
+            except AssertionRefused as exc:
+                self.refusals.append(str(exc))
+                return (400 if bearer else 401), {"error": error, "error_description": str(exc)}
+        return self._token(str(claims["sub"]), None, self.token_lifetime, False, form)
+
+    def _token(self, subject: str, audience: str | None, lifetime: float, forged: bool,
+               form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.token_requests[subject] = self.token_requests.get(subject, 0) + 1
         now = int(time.time())
-        claims = {"sub": client_id, "iss": self.issuer, "aud": client.audience or self.audience,
-                  "iat": now, "exp": now + int(client.lifetime)}
+        claims = {"sub": subject, "iss": self.issuer, "aud": audience or self.audience,
+                  "iat": now, "exp": now + int(lifetime)}
         if form.get("scope"):  # Kafka's validator refuses an empty scope claim
             claims["scope"] = form["scope"]
-        token = (self._forger if client.forged else self._key).sign(claims)
-        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": int(client.lifetime)}
+        token = (self._forger if forged else self._key).sign(claims)
+        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": int(lifetime)}
 
 
 def _handler(server: OAuthServer) -> type[BaseHTTPRequestHandler]:
@@ -234,6 +277,9 @@ def _handler(server: OAuthServer) -> type[BaseHTTPRequestHandler]:
                 return
             length = int(self.headers.get("Content-Length") or 0)
             form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
+            if "assertion" in form or "client_assertion" in form:
+                self._answer(*server.issue_for_assertion(form))
+                return
             scheme, _, encoded = (self.headers.get("Authorization") or "").partition(" ")
             try:
                 client_id, _, secret = base64.b64decode(encoded).decode().partition(":")

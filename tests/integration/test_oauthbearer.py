@@ -270,7 +270,10 @@ async def test_every_connection_reauthenticates_with_nothing_lost_or_repeated(
 
 # ---------------------------------------------------------------- docs/oauthbearer.md, as written
 
-DOC_PYTHON = [m.group(1) for m in re.finditer(r"^```python\n(.*?)^```", DOC.read_text(), re.S | re.M)]
+# This module's blocks; those marked run-by=tests/integration/test_oauth_assertion.py are run there.
+DOC_PYTHON = [m.group(1) for m in re.finditer(
+    r"^<!-- doc-test: run-by=tests/integration/test_oauthbearer.py -->\n```python\n(.*?)^```", DOC.read_text(),
+    re.S | re.M)]
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-# Imported only by poll_arrow() (aiokafka_lite.arrow), which the demo never calls.
-NOT_ON_THE_DEMOS_PATH = {"pyarrow"}
+# Imported only by poll_arrow() (aiokafka_lite.arrow), and only for OAuth assertions signed here (extra
+# oauth-assertion) or MSK IAM tokens (extra msk-iam): the demo calls neither.
+NOT_ON_THE_DEMOS_PATH = {"pyarrow", "cryptography", "aws_msk_iam_sasl_signer"}
 
 
 def _name(requirement: str) -> str:

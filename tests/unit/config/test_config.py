@@ -569,7 +569,8 @@ def test_unset_passwords_show_as_none() -> None:
 
 def test_secret_fields_are_excluded_from_dataclass_repr() -> None:
     hidden = {f.name for f in dataclasses.fields(ConsumerConfig) if not f.repr}
-    assert hidden == {"sasl_plain_password", "ssl_password", "sasl_oauthbearer_client_credentials_client_secret"}
+    assert hidden == {"sasl_plain_password", "ssl_password", "sasl_oauthbearer_client_credentials_client_secret",
+                      "sasl_oauthbearer_assertion_private_key_passphrase"}
 
 
 @pytest.mark.parametrize("name", ["sasl_plain_password", "ssl_password"])
