@@ -9,6 +9,7 @@ the default broker with ``--kafka-broker=tansu|kafka|kafka39|mock``.
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,10 @@ pytest.register_assert_rewrite("tests.conformance._kit", "tests.integration._con
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's workers start with SIGINT ignored, which every child process inherits: a
+    # documented command stopped with Ctrl-C (test_doc_blocks) would never see it. Ctrl-C as usual.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Without the plugin every broker fixture would be "not found"; say how to fix that instead.
     if not config.pluginmanager.has_plugin("aiokafka_lite"):
         raise pytest.UsageError(

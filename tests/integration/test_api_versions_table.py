@@ -10,6 +10,7 @@ import pytest
 from aiokafka_lite._net.connection import Connection
 from aiokafka_lite._net.options import ConnectionOptions
 from aiokafka_lite.errors import UnsupportedVersionError
+from aiokafka_lite.fetch.requests import MAX_FETCH_VERSION
 from aiokafka_lite.group.classic.offsets import VERSION_CAPS
 from aiokafka_lite.group.consumer_protocol.offsets import OFFSET_VERSION_CAP
 from aiokafka_lite.protocol.api import pick_version
@@ -19,9 +20,10 @@ from aiokafka_lite.protocol.messages import APIS_BY_KEY
 SENT = sorted((api for api in APIS_BY_KEY.values() if api.name not in ("Produce", "CreateTopics")),
               key=lambda api: api.key)
 # Where the client sends less than its schema's newest version (OffsetCommit and OffsetFetch v10 name
-# topics by id; this client commits by name), the version it actually sends.
-CAPS = dict(VERSION_CAPS)
-assert all(cap == OFFSET_VERSION_CAP for cap in CAPS.values())  # both group protocols cap alike
+# topics by id; this client commits by name; Fetch v17-v18 add only replicas' fields), the version
+# it actually sends.
+assert all(cap == OFFSET_VERSION_CAP for cap in VERSION_CAPS.values())  # both group protocols cap alike
+CAPS = {**VERSION_CAPS, next(a for a in APIS_BY_KEY.values() if a.name == "Fetch").key: MAX_FETCH_VERSION}
 # The KIP-848 APIs appear in a 3.9 broker's ApiVersions only with the new group coordinator enabled.
 KIP848 = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
 # The KIP-714 APIs appear only on a broker with a client telemetry plugin (metric.reporters): the

@@ -19,7 +19,7 @@ from aiokafka_lite._net.metadata import MetadataCache
 from aiokafka_lite.testing.helpers import produce
 from aiokafka_lite.testing.kafka_cluster import BROKER_IDS, KafkaCluster
 
-from ._consumers import poll_until
+from ._consumers import poll_until, until
 
 pytestmark = [pytest.mark.asyncio]
 FETCH, METADATA = 1, 3  # API keys, as the request log names them
@@ -77,7 +77,10 @@ async def test_a_moved_leader_is_fetched_from_without_a_metadata_round_trip(
         got += await poll_until(consumer, lambda got: len(got) >= 100, timeout=30, poll_timeout=0.05)
         resumed = time.monotonic() - began
         assert consumer.metrics()["fetching_from"][f"{unique_topic}-0"] == new
-    assert cluster.served(new, client_id, FETCH) > 0  # the new leader served the records
+    # The new leader served the records. Its request log reaches server.log a little later: wait.
+    await until(lambda: cluster.served(new, client_id, FETCH) > 0, 15, f"broker {new}'s log of our fetches")
+    if not hints:
+        await until(lambda: _metadata_served(cluster, client_id) > metadata_before, 15, "a Metadata request logged")
     metadata_requests = _metadata_served(cluster, client_id) - metadata_before
     print(f"\nleader {old} -> {new}, hints {'used' if hints else 'ignored'}: resumed in {resumed * 1000:.0f} ms, "
           f"{metadata_requests} Metadata request(s)")
