@@ -44,11 +44,12 @@ Every broker listens on 127.0.0.1 only and is stopped at teardown, even when tes
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -103,20 +104,40 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
-def _started(factory: Callable[[], Any]) -> Iterator[Any]:
-    """Start a broker from ``factory``; skip when a prerequisite is missing; always stop it."""
+B = TypeVar("B", bound="Startable")
+
+
+class Startable(Protocol):
+    def start(self) -> Any: ...
+    def stop(self) -> None: ...
+
+
+@contextlib.contextmanager
+def started_or_skipped(broker: B) -> Iterator[B]:
+    """Start ``broker`` (any of this package's test brokers) for a test or fixture: skip the test
+    when a prerequisite is missing (no Java, jars unavailable); stop it afterwards, and after a
+    start that failed half-way too, which would leave its working directory behind."""
     from aiokafka_lite.testing._process import BrokerUnavailable
 
-    broker = factory()
     try:
         broker.start()
     except BrokerUnavailable as exc:
+        broker.stop()
         pytest.skip(f"{getattr(broker, 'name', 'broker')} unavailable: {exc}")
+    except BaseException:
+        broker.stop()
+        raise
     try:
-        _startup_report.append((broker.name, float(getattr(broker, "startup_seconds", 0.0))))
         yield broker
     finally:
         broker.stop()
+
+
+def _started(factory: Callable[[], Any]) -> Iterator[Any]:
+    """A session fixture's broker from ``factory``, its start-up time reported at the end."""
+    with started_or_skipped(factory()) as broker:
+        _startup_report.append((broker.name, float(getattr(broker, "startup_seconds", 0.0))))
+        yield broker
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from aiokafka_lite.testing._process import BrokerUnavailable, wait_until
 from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic, produce
 from aiokafka_lite.testing.java_clients import VerifiableConsumer, run_kafka_tool
+from aiokafka_lite.testing.plugin import started_or_skipped
 
 from ._consumers import poll_until, until
 
@@ -63,11 +64,7 @@ def telemetry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Telem
     subprocess.run([javac, "-d", str(classes), "-cp", f"{jars}/*", str(PLUGIN)], check=True, timeout=120)
     broker = ApacheKafkaBroker(VERSION, extra_properties={"metric.reporters": "RecordingTelemetryReporter"},
                                jvm_options=[f"-Daiokafka.telemetry.out={pushes}"], extra_classpath=[str(classes)])
-    try:
-        broker.start()
-    except BrokerUnavailable as exc:
-        pytest.skip(f"{broker.name} unavailable: {exc}")
-    try:
+    with started_or_skipped(broker):
         result = run_kafka_tool("kafka.admin.ConfigCommand", [
             "--bootstrap-server", broker.bootstrap_servers, "--alter", "--entity-type", "client-metrics",
             "--entity-name", "aiokafka-lite-test", "--add-config",
@@ -77,8 +74,6 @@ def telemetry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Telem
         wait_until(lambda: "Updating client metrics aiokafka-lite-test" in broker.log_path.read_text(),
                    timeout=30, what="the broker to apply the client-metrics subscription")
         yield TelemetryBroker(broker, pushes)
-    finally:
-        broker.stop()
 
 
 @pytest.mark.asyncio

@@ -31,6 +31,7 @@ from aiokafka_lite.msk_iam import MskIamTokenProvider
 from aiokafka_lite.testing._kafka_jars import kafka_jars, require_tool
 from aiokafka_lite.testing.apache_kafka import DEFAULT_VERSION, ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic, produce
+from aiokafka_lite.testing.plugin import started_or_skipped
 
 from ._consumers import poll_until
 
@@ -86,18 +87,8 @@ def broker(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                           prefix + "oauthbearer.sasl.jaas.config": _jaas(ACCESS_KEY, SECRET_KEY),
                           prefix + "oauthbearer.sasl.server.callback.handler.class": "MskIamTestValidator"},
         extra_classpath=[classes])
-    try:
-        kafka.start()
-    except BrokerUnavailable as exc:
-        kafka.stop()
-        pytest.skip(f"Apache Kafka unavailable: {exc}")
-    except BaseException:
-        kafka.stop()  # a failed start leaves its working directory otherwise
-        raise
-    try:
+    with started_or_skipped(kafka):
         yield kafka
-    finally:
-        kafka.stop()
 
 
 def _address(broker: ApacheKafkaBroker) -> str:

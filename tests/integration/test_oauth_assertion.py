@@ -28,6 +28,7 @@ from aiokafka_lite.testing.oauth import (
     allowed_urls_jvm_option,
     oauthbearer_listener_properties,
 )
+from aiokafka_lite.testing.plugin import started_or_skipped
 
 from ._consumers import poll_until
 
@@ -58,8 +59,6 @@ def _pem(key: Any, path: Path, passphrase: bytes | None = None) -> Path:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    from aiokafka_lite.testing._process import BrokerUnavailable
-
     keys = tmp_path_factory.mktemp("assertion-keys")
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     ec_key = ec.generate_private_key(ec.SECP256R1())
@@ -74,18 +73,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             extra_properties=oauthbearer_listener_properties("OAUTH_JWT", jwks_url=idp.jwks_url,
                                                              audience=AUDIENCE, issuer=ISSUER),
             jvm_options=[allowed_urls_jvm_option(idp.jwks_url, idp.token_url)])
-        try:
-            broker.start()
-        except BrokerUnavailable as exc:
-            broker.stop()
-            pytest.skip(f"Apache Kafka unavailable: {exc}")
-        except BaseException:
-            broker.stop()  # a failed start leaves its working directory otherwise
-            raise
-        try:
+        with started_or_skipped(broker):
             yield Setup(broker, idp, keys)
-        finally:
-            broker.stop()
 
 
 @pytest.fixture

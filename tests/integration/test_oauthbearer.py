@@ -34,6 +34,7 @@ from aiokafka_lite.testing.oauth import (
     oauthbearer_listener_properties,
     unsecured_jws,
 )
+from aiokafka_lite.testing.plugin import started_or_skipped
 
 from ._consumers import poll_until
 from ._steady import SteadyProducer
@@ -57,8 +58,6 @@ class OAuthKafka:
 
 @pytest.fixture(scope="module")
 def oauth_kafka() -> Iterator[OAuthKafka]:
-    from aiokafka_lite.testing._process import BrokerUnavailable
-
     with OAuthServer(issuer=ISSUER, audience=AUDIENCE) as idp:
         idp.add_client("billing", CLIENT_SECRET)
         idp.add_client("elsewhere", CLIENT_SECRET, audience="another-service")
@@ -73,14 +72,8 @@ def oauth_kafka() -> Iterator[OAuthKafka]:
                                                   issuer=ISSUER),
             },
             jvm_options=[allowed_urls_jvm_option(idp.jwks_url, idp.token_url)])
-        try:
-            broker.start()
-        except BrokerUnavailable as exc:
-            pytest.skip(f"Apache Kafka unavailable: {exc}")
-        try:
+        with started_or_skipped(broker):
             yield OAuthKafka(broker, idp)
-        finally:
-            broker.stop()
 
 
 @pytest.fixture
