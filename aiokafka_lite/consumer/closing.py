@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import InvalidArgumentError, KafkaError
@@ -64,32 +64,41 @@ class CloseParts(RebalanceParts, Protocol):
 
 
 async def close_gracefully(parts: CloseParts, timeout: float | None,
-                           operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> None:
-    """Auto-commit, revoke, leave the group; a lapse or an error here only skips to the forced part."""
-    member = parts.member
-    if not parts.started or member is None:
+                           operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT,
+                           last_metrics_push: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Auto-commit, revoke, leave the group, then the metrics push marked terminating (KIP-714);
+    a lapse or an error here only skips to the forced part."""
+    if not parts.started:
         return
     try:
         async with asyncio.timeout(timeout):
-            await parts.finish_unsubscribe()  # its revocation and leave come first, as they began first
-            # close() is what cancels the poll steps, a rebalance's listener callbacks included.
-            await stop_rebalance(parts, member, "closing mid-join", every_step=True)
-            sub = parts.subscription_state()
-            owned = sub.assigned()
-            in_group = member.is_stable and sub.uses_group
-            standalone = sub.type is SubscriptionType.MANUAL
-            offsets = parts.offsets_to_commit()
-            if owned and (in_group or standalone) and parts.config.enable_auto_commit and offsets:
-                await parts.queue_commit(offsets)  # after every commit made before it
-            await parts.drain_commits()  # commits made earlier land before the member leaves
-            if owned and in_group:
-                await parts.revoke_on_close(owned)
-            await member.stop_liveness()
-            await member.leave("the consumer is being closed", timeout=None, operation=operation)
+            if parts.member is not None:
+                await _leave_gracefully(parts, parts.member, operation)
+            if last_metrics_push is not None:
+                await last_metrics_push()
     except TimeoutError:
         log.warning("close(): the graceful part took longer than %s s; closing by force", timeout)
     except KafkaError as exc:
         log.warning("close(): %s; closing by force", exc)
+
+
+async def _leave_gracefully(parts: CloseParts, member: GroupMember, operation: GroupMembershipOperation) -> None:
+    """Finish an unsubscribe, stop a rebalance, auto-commit, wait for earlier commits, revoke, leave."""
+    await parts.finish_unsubscribe()  # its revocation and leave come first, as they began first
+    # close() is what cancels the poll steps, a rebalance's listener callbacks included.
+    await stop_rebalance(parts, member, "closing mid-join", every_step=True)
+    sub = parts.subscription_state()
+    owned = sub.assigned()
+    in_group = member.is_stable and sub.uses_group
+    standalone = sub.type is SubscriptionType.MANUAL
+    offsets = parts.offsets_to_commit()
+    if owned and (in_group or standalone) and parts.config.enable_auto_commit and offsets:
+        await parts.queue_commit(offsets)  # after every commit made before it
+    await parts.drain_commits()  # commits made earlier land before the member leaves
+    if owned and in_group:
+        await parts.revoke_on_close(owned)
+    await member.stop_liveness()
+    await member.leave("the consumer is being closed", timeout=None, operation=operation)
 
 
 def membership_operation(value: object) -> GroupMembershipOperation:

@@ -151,8 +151,8 @@ class Consumer:
         timeout = check_timeout(timeout)  # NaN or negative: refused before anything closes
         operation = membership_operation(group_membership)  # so is an unknown operation
         graceful_limit = self.config.request_timeout if timeout is None else timeout
-        await self._closing.close(timeout, lambda: close_gracefully(self._parts, graceful_limit, operation),
-                                  lambda: self._close_by_force(operation))
+        graceful = lambda: close_gracefully(self._parts, graceful_limit, operation, self._telemetry.finish)  # noqa: E731
+        await self._closing.close(timeout, graceful, lambda: self._close_by_force(operation))
 
     async def _close_by_force(self, operation: structs.GroupMembershipOperation) -> None:
         """Cancel and await every task the consumer owns, close every connection."""

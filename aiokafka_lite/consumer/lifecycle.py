@@ -169,7 +169,7 @@ async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, 
     await stall.stop()
     for fut in side_tasks.running():
         await cancel(fut)
-    await telemetry.close()  # its last push, marked terminating, before the connections close
+    await telemetry.close()  # its terminating push was the graceful part's
     if fetcher is not None:
         await fetcher.close()
     if cluster is not None:

@@ -28,7 +28,7 @@ from .telemetry_state import INVALID_RECORD, INVALID_REQUEST, Next, Subscription
 
 log = logging.getLogger("aiokafka_lite.consumer")
 
-# The terminating push of close() gets this long (seconds), as the forced LeaveGroup gets its own.
+# The terminating push, in close()'s graceful part, gets at most this long (seconds) of its timeout.
 TERMINATING_PUSH_LIMIT = 1.0
 
 # Record-batch codec codes in our order of preference, among those the broker accepts.
@@ -66,14 +66,10 @@ class MetricsPush:
         self._cluster = cluster
         self._task = asyncio.create_task(self._run(), name="aiokafka-lite metrics push")
 
-    async def close(self) -> None:
-        """Cancel and await the task, then push once more, terminating (briefly, best effort)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})  # a cancellation of close() itself still reaches its caller
-            if not task.cancelled():
-                task.exception()  # retrieved (the loop logs its own failures)
+    async def finish(self) -> None:
+        """close()'s graceful part: stop the loop, then push once more, marked terminating (best
+        effort, within close()'s timeout: a lapse there skips it, as the forced part pushes nothing)."""
+        await self.close()
         if not self._state.push_wanted:
             return
         try:
@@ -82,6 +78,15 @@ class MetricsPush:
         except (TimeoutError, KafkaError, _Unsupported) as exc:
             log.debug("the terminating metrics push did not complete: %s", exc)
         self._state.stop("closed")
+
+    async def close(self) -> None:
+        """Cancel and await the loop's task (the forced part of close(): no more requests)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})  # a cancellation of close() itself still reaches its caller
+            if not task.cancelled():
+                task.exception()  # retrieved (the loop logs its own failures)
 
     async def _run(self) -> None:
         delay = 0.0

@@ -195,10 +195,11 @@ class ScriptedCluster:
 
 
 async def _until_drained_then_close(conn: ScriptedConnection, push: MetricsPush) -> None:
-    """Wait until the script is used up (the loop then hangs in a send), answer the terminating push, close."""
+    """Wait until the script is used up (the loop then hangs in a send), answer the terminating
+    push, finish (close()'s graceful part)."""
     await asyncio.wait_for(conn.drained.wait(), 5)
     conn.answers.append(push_answer())
-    await push.close()
+    await push.finish()
 
 
 def _pusher(conn: ScriptedConnection, **settings: Any) -> MetricsPush:
@@ -260,14 +261,27 @@ async def test_nothing_is_sent_when_disabled_or_unsupported() -> None:
     conn = ScriptedConnection([subscriptions()])
     push = _pusher(conn, enable_metrics_push=False)
     await asyncio.sleep(0.05)
-    await push.close()
+    await push.finish()
     assert conn.sent == []
     old = ScriptedConnection([subscriptions()], keys=())  # a broker without the APIs
     push = _pusher(old)
     await asyncio.sleep(0.05)
-    await push.close()
+    await push.finish()
     assert old.sent == []
     assert push.state.next is Next.STOPPED
+
+
+@pytest.mark.asyncio
+async def test_the_forced_part_of_close_sends_no_terminating_push() -> None:
+    """close()'s graceful part pushes the terminating metrics, within its timeout; the forced part
+    (the timeout lapsed, or close(timeout=0)) only stops the loop: no request that could outlast it."""
+    conn = ScriptedConnection([subscriptions(interval_ms=20), push_answer()])
+    push = _pusher(conn)
+    await asyncio.wait_for(conn.drained.wait(), 5)
+    sent = len(conn.sent)
+    await push.close()
+    assert len(conn.sent) == sent
+    assert not any(body.get("terminating") for _, body in conn.sent)
 
 
 def test_java_name_turns_it_off() -> None:
@@ -289,7 +303,7 @@ async def test_an_unexpected_error_stops_the_pushes_and_is_logged_below_warning(
         if push.state.next is Next.STOPPED:
             break
         await asyncio.sleep(0.01)
-    await push.close()
+    await push.finish()
     assert push.state.next is Next.STOPPED
     assert "snapshot bug" in (push.state.stopped_because or "")
     assert [r.levelname for r in caplog.records] == ["INFO"]
