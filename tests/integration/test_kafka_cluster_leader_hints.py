@@ -8,6 +8,7 @@ Metadata refresh and a retry backoff, and still loses nothing. Each run prints i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -15,7 +16,11 @@ from collections.abc import Iterator
 import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite._net.connection import Connection
 from aiokafka_lite._net.metadata import MetadataCache
+from aiokafka_lite._net.options import ConnectionOptions
+from aiokafka_lite._net.requests import metadata_request
+from aiokafka_lite.protocol.messages import METADATA as METADATA_API
 from aiokafka_lite.testing.helpers import produce
 from aiokafka_lite.testing.kafka_cluster import BROKER_IDS, KafkaCluster
 
@@ -41,6 +46,24 @@ def _answered(consumer: Consumer, node_id: int) -> int:
     """Fetch requests broker ``node_id`` answered the consumer (its fetch session's counts)."""
     session = consumer.metrics()["fetch_sessions"].get(node_id, {})
     return int(session.get("full_fetches", 0) + session.get("incremental_fetches", 0))
+
+
+async def until_leader_known(cluster: KafkaCluster, node_id: int, tp: TopicPartition, leader: int) -> None:
+    """Wait until broker ``node_id``'s own metadata names ``leader`` as the leader of ``tp``."""
+    host, _, port = cluster.brokers[node_id].bootstrap_servers.rpartition(":")
+    conn = await Connection.open(host, int(port), ConnectionOptions(), timeout=10)
+    try:
+        async def leader_seen() -> int:
+            version = conn.version_for(METADATA_API)
+            response = await conn.send(METADATA_API, version, metadata_request(version, [tp.topic]))
+            (topic,) = response["topics"]
+            return next(p["leader_id"] for p in topic["partitions"] if p["partition_index"] == tp.partition)
+        deadline = time.monotonic() + 15
+        while (seen := await leader_seen()) != leader:
+            assert time.monotonic() < deadline, f"broker {node_id} still names {seen} as the leader of {tp}"
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
 
 
 def _metadata_served(cluster: KafkaCluster, client_id: str) -> int:
@@ -71,6 +94,9 @@ async def test_a_moved_leader_is_fetched_from_without_a_metadata_round_trip(
         await poll_until(consumer, lambda _got: _answered(consumer, old) > answered, timeout=10, poll_timeout=0.05)
         sent |= _send(cluster, unique_topic, 100, 100)
         cluster.move_leader(tp, new)
+        # The old leader names the new one only once its own metadata has it (a Fetch meanwhile
+        # is answered without a hint): wait for that, as the brokers converge within moments.
+        await until_leader_known(cluster, old, tp, new)
         metadata_before = _metadata_served(cluster, client_id)
         began = time.monotonic()
         consumer.resume(tp)
