@@ -43,6 +43,17 @@ async def poll_until(consumer: Consumer, done: Callable[[list[ConsumerRecord]], 
     return got
 
 
+async def join_as_the_block_does(code: str) -> None:
+    """Run a documentation block that makes a ``consumer`` (its settings as written, the address
+    already replaced), then start it and poll until the group gives it partitions."""
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    consumer: Consumer = namespace["consumer"]
+    async with consumer:
+        while not consumer.assignment():
+            await consumer.poll(timeout=0.5)
+
+
 class Poller:
     """Keeps a consumer polling in a background task (a live group member), collecting records."""
 

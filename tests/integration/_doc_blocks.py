@@ -102,6 +102,13 @@ def blocks_of(path: Path, root: Path = ROOT) -> list[Block]:
     return blocks
 
 
+def blocks_run_by(doc: str, module: str) -> list[str]:
+    """The Python blocks of ``doc`` (a path from the repository root) marked ``run-by=module``:
+    blocks a test module runs itself, against a broker of its own."""
+    return [block.text for block in blocks_of(ROOT / doc)
+            if block.lang in PYTHON and module in block.marks.get("run-by", [])]
+
+
 def stray_marks(path: Path) -> list[int]:
     """Lines of ``doc-test`` marks that sit on no block (a blank line between mark and fence)."""
     attached = {line for block in blocks_of(path) for line in block.mark_lines}

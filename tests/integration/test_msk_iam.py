@@ -33,17 +33,15 @@ from aiokafka_lite.testing.apache_kafka import DEFAULT_VERSION, ApacheKafkaBroke
 from aiokafka_lite.testing.helpers import create_topic, produce
 from aiokafka_lite.testing.plugin import started_or_skipped
 
-from ._consumers import poll_until
+from ._consumers import join_as_the_block_does, poll_until
+from ._doc_blocks import blocks_run_by
 
 RECORDS = 10
 REGION = "xx-test-1"  # no such region: nothing could reach AWS even if it tried
 ACCESS_KEY, SECRET_KEY = "AKIAAIOKAFKALITETEST", "aiokafka-lite/static/test/secret/key+0123456789"
 VALIDATOR = Path(__file__).parent / "java" / "MskIamTestValidator.java"
 LISTENER = "MSK_IAM"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "oauthbearer.md"
-DOC_PYTHON = [m.group(1) for m in re.finditer(
-    r"^<!-- doc-test: run-by=tests/integration/test_msk_iam.py -->\n```python\n(.*?)^```", DOC.read_text(),
-    re.S | re.M)]
+DOC_PYTHON = blocks_run_by("docs/oauthbearer.md", "tests/integration/test_msk_iam.py")
 
 
 def _jaas(access_key: str, secret_key: str) -> str:
@@ -208,12 +206,7 @@ async def test_the_docs_msk_block_signs_in_and_joins(broker: ApacheKafkaBroker, 
     ours = (block.replace(address.group(1), _address(broker)).replace('"us-east-1"', f'"{REGION}"')
             .replace('"SASL_SSL"', '"SASL_PLAINTEXT"'))
     assert ours.count(REGION) == 1
-    namespace: dict[str, Any] = {}
-    exec(ours, namespace)
-    consumer: Consumer = namespace["consumer"]
-    async with consumer:
-        while not consumer.assignment():
-            await consumer.poll(timeout=0.5)
+    await join_as_the_block_does(ours)
 
 
 def test_the_docs_have_the_msk_block() -> None:

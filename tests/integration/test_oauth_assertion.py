@@ -9,7 +9,6 @@ must fail the consumer at once with an ``AuthenticationError`` naming the endpoi
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,15 +29,13 @@ from aiokafka_lite.testing.oauth import (
 )
 from aiokafka_lite.testing.plugin import started_or_skipped
 
-from ._consumers import poll_until
+from ._consumers import join_as_the_block_does, poll_until
+from ._doc_blocks import blocks_run_by
 
 RECORDS = 10
 AUDIENCE, ISSUER = "kafka-test", "aiokafka-lite-test-idp"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "oauthbearer.md"
 DOC_ADDRESS, DOC_IDP = "kafka.example.com:9093", "https://idp.example.com/oauth2/token"
-DOC_PYTHON = [m.group(1) for m in re.finditer(
-    r"^<!-- doc-test: run-by=tests/integration/test_oauth_assertion.py -->\n```python\n(.*?)^```", DOC.read_text(),
-    re.S | re.M)]
+DOC_PYTHON = blocks_run_by("docs/oauthbearer.md", "tests/integration/test_oauth_assertion.py")
 
 
 class Setup:
@@ -239,12 +236,7 @@ async def test_the_docs_assertion_blocks_sign_in_and_join_as_written(setup: Setu
     monkeypatch.setenv("KAFKA_KEY_PASSPHRASE", "pass-phrase")
     monkeypatch.setenv("KAFKA_CLIENT_KEY", str(setup.keys / "billing-ec.pem"))
     assert DOC_ADDRESS in block
-    namespace: dict[str, Any] = {}
-    exec(block.replace(DOC_ADDRESS, setup.address).replace(DOC_IDP, setup.idp.token_url), namespace)
-    consumer: Consumer = namespace["consumer"]
-    async with consumer:
-        while not consumer.assignment():
-            await consumer.poll(timeout=0.5)
+    await join_as_the_block_does(block.replace(DOC_ADDRESS, setup.address).replace(DOC_IDP, setup.idp.token_url))
 
 
 def test_the_docs_have_both_assertion_blocks() -> None:

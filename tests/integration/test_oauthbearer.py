@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,14 +35,14 @@ from aiokafka_lite.testing.oauth import (
 )
 from aiokafka_lite.testing.plugin import started_or_skipped
 
-from ._consumers import poll_until
+from ._consumers import join_as_the_block_does, poll_until
+from ._doc_blocks import blocks_run_by
 from ._steady import SteadyProducer
 
 RECORDS = 20
 AUDIENCE, ISSUER = "kafka-test", "aiokafka-lite-test-idp"
 CLIENT_SECRET = "client-secret-Qw7!unique"
 REAUTH_MS = 8000
-DOC = Path(__file__).resolve().parents[2] / "docs" / "oauthbearer.md"
 DOC_ADDRESS, DOC_IDP = "kafka.example.com:9093", "https://idp.example.com/oauth2/token"
 
 
@@ -264,9 +263,7 @@ async def test_every_connection_reauthenticates_with_nothing_lost_or_repeated(
 # ---------------------------------------------------------------- docs/oauthbearer.md, as written
 
 # This module's blocks; those marked run-by=tests/integration/test_oauth_assertion.py are run there.
-DOC_PYTHON = [m.group(1) for m in re.finditer(
-    r"^<!-- doc-test: run-by=tests/integration/test_oauthbearer.py -->\n```python\n(.*?)^```", DOC.read_text(),
-    re.S | re.M)]
+DOC_PYTHON = blocks_run_by("docs/oauthbearer.md", "tests/integration/test_oauthbearer.py")
 
 
 @pytest.fixture(scope="module")
@@ -288,11 +285,6 @@ async def test_the_docs_python_blocks_sign_in_and_join_as_written(
     monkeypatch.setenv("KAFKA_CLIENT_SECRET", CLIENT_SECRET)
     assert DOC_ADDRESS in block
     listener = "OAUTH" if "sasl_oauth_token_provider" in block else "OAUTH_JWT"
-    namespace: dict[str, Any] = {}
-    exec(block.replace(DOC_ADDRESS, oauth_kafka.address(listener)).replace(DOC_IDP, oauth_kafka.idp.token_url),
-         namespace)
-    consumer: Consumer = namespace["consumer"]
-    async with consumer:
-        while not consumer.assignment():
-            await consumer.poll(timeout=0.5)
+    await join_as_the_block_does(block.replace(DOC_ADDRESS, oauth_kafka.address(listener))
+                                 .replace(DOC_IDP, oauth_kafka.idp.token_url))
     _no_warning(caplog)
