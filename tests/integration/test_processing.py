@@ -5,6 +5,7 @@ what the committed metadata marks finished (the broker stores and returns it as 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import defaultdict
 from typing import Any
@@ -119,3 +120,73 @@ async def test_a_restart_skips_the_records_finished_above_the_watermark(
     assert committed is not None
     assert committed.offset == 100
     assert committed.metadata == ""
+
+
+async def test_scaling_out_from_one_member_to_three_mid_run(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, group_protocol: GroupProtocol) -> None:
+    """Members join while the first one processes: revocations drain and commit before the new
+    owners start, so no record runs on two members at once, none is lost, and each partition's
+    commits (from whichever member) only move forward."""
+    broker = apache_kafka_broker
+    records = 2000
+    create_topic(broker, unique_topic, partitions=PARTITIONS)
+    produce(broker, unique_topic, [(f"k{i % KEYS}", str(i)) for i in range(records)], enable_idempotence=True)
+    runs: list[tuple[int, int, int, float, float]] = []  # member, partition, offset, start, end
+    commits: list[tuple[float, int, int]] = []  # time, partition, offset
+
+    def handler_of(member: int) -> Any:
+        async def handler(record: Any) -> None:
+            start = time.monotonic()
+            await asyncio.sleep(0.02)
+            runs.append((member, record.partition, record.offset, start, time.monotonic()))
+        return handler
+
+    def watch_commits(consumer: Consumer) -> None:
+        real = consumer.commit
+
+        async def commit(offsets: Any = None, timeout: Any = 30.0) -> None:
+            await real(offsets, timeout)
+            commits.extend((time.monotonic(), tp.partition, om.offset) for tp, om in offsets.items())
+        consumer.commit = commit  # type: ignore[method-assign]
+
+    consumers = [consumer_of(broker, unique_group, unique_topic, group_protocol) for _ in range(3)]
+    processors = [Processor(c, handler_of(i), concurrency=10, commit_interval=0.2) for i, c in enumerate(consumers)]
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        for consumer in consumers:
+            await consumer.start()
+            watch_commits(consumer)
+        tasks.append(asyncio.create_task(processors[0].run()))
+        await until(lambda: len(runs) >= 300 or tasks[0].done(), 60.0, "the first member under way")
+        tasks += [asyncio.create_task(p.run()) for p in processors[1:]]
+        handled = lambda: {(p, o) for _, p, o, _, _ in runs}  # noqa: E731
+        await until(lambda: len(handled()) >= records or any(t.done() for t in tasks), 120.0, "every record handled")
+        await until(lambda: len({m for m, *_ in runs}) == 3 or any(t.done() for t in tasks), 60.0,
+                    "all three members handling records")
+        for processor in processors:
+            processor.stop()
+        results = await asyncio.wait_for(asyncio.gather(*tasks), 60.0)
+        tps = [TopicPartition(unique_topic, p) for p in range(PARTITIONS)]
+        ends = await consumers[0].end_offsets(tps)
+        committed = await consumers[0].committed(tps)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for consumer in consumers:
+            await consumer.close()
+    assert len(handled()) == records
+    by_record: dict[tuple[int, int], list[tuple[int, float, float]]] = defaultdict(list)
+    for member, partition, offset, start, end in runs:
+        by_record[(partition, offset)].append((member, start, end))
+    twice = 0
+    for handlings in by_record.values():
+        handlings.sort(key=lambda h: h[1])
+        twice += len(handlings) - 1
+        for earlier, later in itertools.pairwise(handlings):
+            assert earlier[2] <= later[1], f"handled by members {earlier[0]} and {later[0]} at once"
+    for partition in range(PARTITIONS):
+        offsets = [offset for _, p, offset in sorted(commits) if p == partition]
+        assert offsets == sorted(offsets), f"partition {partition}: commits went backwards"
+    assert {tp: om.offset for tp, om in committed.items() if om is not None} == ends
+    report({"test": "processing-scale-out", "group_protocol": group_protocol.name, "records": records,
+            "members": 3, "handled_twice": twice, "per_member": [r.processed for r in results]})
