@@ -190,3 +190,41 @@ async def test_scaling_out_from_one_member_to_three_mid_run(
     assert {tp: om.offset for tp, om in committed.items() if om is not None} == ends
     report({"test": "processing-scale-out", "group_protocol": group_protocol.name, "records": records,
             "members": 3, "handled_twice": twice, "per_member": [r.processed for r in results]})
+
+
+async def test_a_key_that_always_fails_goes_to_the_hook_and_the_other_keys_finish(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str) -> None:
+    broker = apache_kafka_broker
+    create_topic(broker, unique_topic, partitions=PARTITIONS)
+    produce(broker, unique_topic, [(f"k{i % 20}", str(i)) for i in range(600)], enable_idempotence=True)
+    good: list[int] = []
+    dead: list[tuple[int, int]] = []
+
+    async def handler(record: Any) -> None:
+        if record.key == b"k7":
+            raise ValueError("k7 is poison")
+        await asyncio.sleep(0.002)
+        good.append(int(record.value))
+
+    async def dead_letter(record: Any, error: Exception) -> None:
+        assert isinstance(error, ValueError)
+        dead.append((record.partition, record.offset))
+
+    async with consumer_of(broker, unique_group, unique_topic) as consumer:
+        processor = Processor(consumer, handler, concurrency=20, max_retries=2, retry_backoff=0.01,
+                              on_failure=dead_letter)
+        task = asyncio.create_task(processor.run())
+        await until(lambda: len(good) + len(dead) >= 600 or task.done(), 60.0, "every record handled or dead")
+        processor.stop()
+        result = await asyncio.wait_for(task, 30.0)
+        tps = [TopicPartition(unique_topic, p) for p in range(PARTITIONS)]
+        ends = await consumer.end_offsets(tps)
+        committed = await consumer.committed(tps)
+    assert sorted(good) == [i for i in range(600) if i % 20 != 7]
+    assert len(dead) == 30
+    assert result.failed == 30
+    assert result.retries == 60
+    for partition in range(PARTITIONS):
+        offsets = [o for p, o in dead if p == partition]
+        assert offsets == sorted(offsets)  # the hook saw the key's records in order
+    assert {tp: om.offset for tp, om in committed.items() if om is not None} == ends
