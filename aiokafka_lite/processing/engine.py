@@ -60,6 +60,7 @@ class Processor:
         self._stop = asyncio.Event()
         self._fatal: BaseException | None = None
         self._running = False
+        self._used = False
 
     # ------------------------------------------------------------ public
 
@@ -76,10 +77,10 @@ class Processor:
                                for tp, part in self._parts.items()}}
 
     async def run(self) -> ProcessResult:
-        if self._running:
-            raise IllegalStateError("this Processor is already running")
+        if self._used:
+            raise IllegalStateError("a Processor runs once: build a new one (or call process() again)")
         self._check_consumer()
-        self._running = True
+        self._used = self._running = True
         try:
             return await self._run()
         finally:

@@ -507,3 +507,12 @@ async def test_an_error_from_poll_drains_commits_and_is_raised():
         async with asyncio.timeout(DEADLINE):
             await process(fake, Recorder(longest=0.01), **FAST)
     assert fake.committed_offsets[tp].offset == 10  # the records taken before were drained and committed
+
+
+@pytest.mark.asyncio
+async def test_a_processor_runs_once():
+    fake = FakeConsumer.with_records(partitions=1, per_partition=3, keys=1)
+    processor = Processor(fake, Recorder(longest=0.0), **FAST)
+    await run_until(fake, processor, lambda: all_committed(fake))
+    with pytest.raises(IllegalStateError, match="runs once"):
+        await processor.run()
