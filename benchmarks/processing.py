@@ -9,8 +9,15 @@ with a fresh consumer group and a handler that awaits MS milliseconds:
   partition, as an asyncio service would write it), over the first M records handed out;
 - process() with ordering="key" at concurrency C over all N records.
 
+With ``--peers``, the same handler time in the other clients' natural best, side by side:
+
+- aiokafka 0.14: ``getmany()``, then a task per partition handling its records one at a time
+  (``asyncio.gather``), then ``commit()``: one record at a time per partition;
+- confluent-kafka: ``consume(500)``, the batch through a ``ThreadPoolExecutor`` of C threads
+  (``time.sleep`` as the handler), then a synchronous ``commit()``: no key order kept.
+
 Each rate runs from the first handler call to the last one's end (the group join is not counted).
-Prints one JSON line: both rates, their ratio, and whether each key's records ran in offset order.
+Prints one JSON line: the rates, the ratios, and whether each key's records ran in offset order.
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import threading
 import time
 import uuid
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiokafka_lite import Consumer
@@ -73,6 +82,58 @@ async def measure(bootstrap: str, topic: str, handler: Clocked, **settings: Any)
     return handler
 
 
+async def aiokafka_per_partition(bootstrap: str, topic: str, handler: Clocked) -> Clocked:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-{uuid.uuid4().hex[:8]}",
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+
+    async def one_partition(records: list[Any]) -> None:
+        for record in records:
+            await handler(record)
+
+    await consumer.start()
+    try:
+        while handler.handled < handler.target:
+            batches = await consumer.getmany(timeout_ms=100)
+            await asyncio.gather(*(one_partition(records) for records in batches.values()))
+            if batches:
+                await consumer.commit()
+    finally:
+        await consumer.stop()
+    return handler
+
+
+def confluent_thread_pool(bootstrap: str, topic: str, seconds: float, target: int, workers: int) -> dict[str, Any]:
+    from confluent_kafka import Consumer as ConfluentConsumer
+
+    consumer = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    lock = threading.Lock()
+    times: dict[str, float] = {}
+
+    def handle(message: Any) -> None:
+        with lock:
+            times.setdefault("first", time.monotonic())
+        time.sleep(seconds)
+        with lock:
+            times["last"] = time.monotonic()
+
+    handled = 0
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            while handled < target:
+                batch = [m for m in consumer.consume(num_messages=500, timeout=0.5) if m.error() is None]
+                list(pool.map(handle, batch))
+                handled += len(batch)
+                if batch:
+                    consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return {"handled": handled, "per_s": round(handled / (times["last"] - times["first"]), 1)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.processing")
     parser.add_argument("--records", type=int, default=100_000)
@@ -80,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--handler-ms", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--baseline-records", type=int, default=1_800)
+    parser.add_argument("--peers", action="store_true", help="also aiokafka and confluent-kafka (see above)")
     args = parser.parse_args(argv)
     seconds = args.handler_ms / 1000
     with start_broker("kafka") as broker:
@@ -91,7 +153,15 @@ def main(argv: list[str] | None = None) -> None:
                                        concurrency=PARTITIONS, ordering="partition"))
         fast = asyncio.run(measure(bootstrap, topic, Clocked(seconds, args.records),
                                    concurrency=args.concurrency, ordering="key"))
-    print(json.dumps({"broker": f"Apache Kafka {KAFKA_VERSION}", "records": args.records, "keys": args.keys,
+        peers: dict[str, Any] = {}
+        if args.peers:
+            aio = asyncio.run(aiokafka_per_partition(bootstrap, topic, Clocked(seconds, args.baseline_records)))
+            peers["aiokafka_task_per_partition_per_s"] = round(aio.rate(), 1)
+            peers["ratio_vs_aiokafka"] = round(fast.rate() / aio.rate(), 1)
+            pool = confluent_thread_pool(bootstrap, topic, seconds, args.records, args.concurrency)
+            peers[f"confluent_kafka_{args.concurrency}_threads_per_s"] = pool["per_s"]
+            peers["ratio_vs_confluent_kafka"] = round(fast.rate() / pool["per_s"], 2)
+    print(json.dumps({**peers, "broker": f"Apache Kafka {KAFKA_VERSION}", "records": args.records, "keys": args.keys,
                       "handler_ms": args.handler_ms, "concurrency": args.concurrency,
                       "baseline_records": baseline.handled, "baseline_per_s": round(baseline.rate(), 1),
                       "process_records": fast.handled, "process_per_s": round(fast.rate(), 1),
