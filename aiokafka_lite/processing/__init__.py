@@ -82,6 +82,7 @@ async def process(consumer: RecordSource, handler: Handler, *, on_failure: Failu
         return await processor.run()
     finally:
         waiter.cancel()
+        await asyncio.wait([waiter])  # nothing left behind
 
 
 async def _stop_when(event: asyncio.Event, processor: Processor) -> None:

@@ -109,12 +109,12 @@ class Processor:
         except Exception as exc:  # from poll() (a fatal group error, a deserializer) or a misuse: drained too
             self._fatal = self._fatal if self._fatal is not None else exc
         except BaseException:  # cancelled: handlers are cancelled, nothing more is committed
-            await self._cancel(list(self._parts.values()))
+            await self._cancel_all()
             raise
         try:
             await self._finish(reason)
         except BaseException:
-            await self._cancel(list(self._parts.values()))
+            await self._cancel_all()
             raise
         if self._fatal is not None:
             raise self._fatal
@@ -310,6 +310,13 @@ class Processor:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+
+    async def _cancel_all(self) -> None:
+        """Every task this run started (handlers, a commit under way), cancelled and awaited."""
+        await self._cancel(list(self._parts.values()))
+        if self._commit_task is not None and not self._commit_task.done():
+            self._commit_task.cancel()
+            await asyncio.wait([self._commit_task])
 
     async def _revoke(self, tps: set[TopicPartition]) -> None:
         parts = [self._parts[tp] for tp in sorted(tps) if tp in self._parts]

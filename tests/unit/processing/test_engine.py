@@ -516,3 +516,23 @@ async def test_a_processor_runs_once():
     await run_until(fake, processor, lambda: all_committed(fake))
     with pytest.raises(IllegalStateError, match="runs once"):
         await processor.run()
+
+
+@pytest.mark.asyncio
+async def test_cancelling_process_also_cancels_a_commit_under_way():
+    fake = FakeConsumer.with_records(partitions=1, per_partition=10, keys=10)
+    entered = asyncio.Event()
+
+    async def slow_commit(offsets=None) -> None:
+        entered.set()
+        await asyncio.sleep(3600)
+
+    fake.commit = slow_commit  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    task = asyncio.create_task(process(fake, Recorder(longest=0.0), stop=stop, **FAST))
+    async with asyncio.timeout(DEADLINE):
+        await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
