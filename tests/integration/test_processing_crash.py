@@ -1,11 +1,13 @@
 """process() killed with SIGKILL mid-run, then restarted (Apache Kafka 4.3.1, classic protocol, a
-static member so the restart takes its place at once): every record is handled at least once, and
+static member so the restart takes its place at once; under KIP-848 the broker refuses the instance
+id, UNRELEASED_INSTANCE_ID, until the killed member's session lapses): every record is handled at least once, and
 the records handled again are exactly those the last commit (watermark plus metadata) did not cover."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -27,19 +29,17 @@ PARTITIONS, RECORDS, KEYS = 3, 3000, 100
 # The first run, in a process of its own: each finished record is written (line-buffered, so the
 # line is the kernel's before the handler returns) to the file named.
 CHILD = """
-import asyncio, sys
+import asyncio, json, sys
 from aiokafka_lite import Consumer
 from aiokafka_lite.processing import Processor
-bootstrap, topic, group, path = sys.argv[1:5]
+topic, path, settings = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 
 async def main():
     out = open(path, "a", buffering=1)
     async def handler(record):
         await asyncio.sleep(0.3 if record.offset % 50 == 0 else 0.005)  # slow ones hold the watermark back
         out.write(f"{record.partition} {record.offset}\\n")
-    async with Consumer(topic, bootstrap_servers=bootstrap, group_id=group, group_instance_id="worker-1",
-                        enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000,
-                        heartbeat_interval_ms=500) as consumer:
+    async with Consumer(topic, **settings) as consumer:
         await Processor(consumer, handler, concurrency=20, commit_interval=0.05).run()
 
 asyncio.run(main())
@@ -58,8 +58,11 @@ async def test_a_killed_run_restarts_and_handles_again_only_what_the_commit_did_
     create_topic(broker, unique_topic, partitions=PARTITIONS)
     produce(broker, unique_topic, [(f"k{i % KEYS}", str(i)) for i in range(RECORDS)], enable_idempotence=True)
     done_file = tmp_path / "done.txt"
-    child = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, broker.bootstrap_servers,
-                                                 unique_topic, unique_group, str(done_file), start_new_session=True)
+    settings: dict[str, Any] = dict(
+        bootstrap_servers=broker.bootstrap_servers, group_id=unique_group, group_instance_id="worker-1",
+        enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500)
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, unique_topic, str(done_file),
+                                                 json.dumps(settings), start_new_session=True)
     try:
         await until(lambda: len(lines_of(done_file)) >= RECORDS // 3 or child.returncode is not None, 60.0,
                     "a third of the records handled by the first run")
@@ -74,10 +77,6 @@ async def test_a_killed_run_restarts_and_handles_again_only_what_the_commit_did_
     first = lines_of(done_file)
     assert len(first) < RECORDS, "killed mid-run"
     tps = [TopicPartition(unique_topic, p) for p in range(PARTITIONS)]
-    settings: dict[str, Any] = dict(bootstrap_servers=broker.bootstrap_servers, group_id=unique_group,
-                                    group_instance_id="worker-1", enable_auto_commit=False,
-                                    auto_offset_reset="earliest", session_timeout_ms=10000,
-                                    heartbeat_interval_ms=500)
     second: list[tuple[int, int]] = []
 
     async def handler(record: Any) -> None:
