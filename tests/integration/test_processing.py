@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import defaultdict
 from typing import Any
@@ -32,7 +33,8 @@ def consumer_of(broker: Any, group: str, topic: str, protocol: GroupProtocol | N
 
 
 async def test_every_record_once_in_key_order_and_committed_to_the_end(
-        apache_kafka_broker: Any, unique_topic: str, unique_group: str, group_protocol: GroupProtocol) -> None:
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, group_protocol: GroupProtocol,
+        caplog: pytest.LogCaptureFixture) -> None:
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=PARTITIONS)
     produce(broker, unique_topic, [(f"k{i % KEYS}", str(i)) for i in range(RECORDS)], enable_idempotence=True)
@@ -74,6 +76,7 @@ async def test_every_record_once_in_key_order_and_committed_to_the_end(
         assert produced == sorted(produced)  # per key, the order they were produced in
     assert {tp: om.offset for tp, om in committed.items() if om is not None} == ends
     assert most > PARTITIONS  # concurrency inside partitions, not one task per partition
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []  # a healthy run
     report({"test": "processing", "group_protocol": group_protocol.name, "records": RECORDS, "keys": KEYS,
             "concurrency": 50, "max_running": most, "seconds": round(elapsed, 2), "handler_ms": 3})
 
@@ -228,3 +231,40 @@ async def test_a_key_that_always_fails_goes_to_the_hook_and_the_other_keys_finis
         offsets = [o for p, o in dead if p == partition]
         assert offsets == sorted(offsets)  # the hook saw the key's records in order
     assert {tp: om.offset for tp, om in committed.items() if om is not None} == ends
+
+
+async def test_close_in_another_task_drains_commits_and_ends_process(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, group_protocol: GroupProtocol,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """close() runs the revocation (drain within drain_timeout, commit the watermark) in its own
+    task; process() then returns reason="closed" and nothing is left running."""
+    broker = apache_kafka_broker
+    create_topic(broker, unique_topic, partitions=2)
+    produce(broker, unique_topic, [(f"k{i % 10}", str(i)) for i in range(200)], enable_idempotence=True)
+    done: set[tuple[int, int]] = set()
+    release = asyncio.Event()
+
+    async def handler(record: Any) -> None:
+        if record.offset >= 50:
+            await release.wait()  # stuck until close() cancels it after drain_timeout
+        done.add((record.partition, record.offset))
+
+    consumer = consumer_of(broker, unique_group, unique_topic, group_protocol)
+    await consumer.start()
+    processor = Processor(consumer, handler, concurrency=40, drain_timeout=0.5)
+    task = asyncio.create_task(processor.run())
+    try:
+        await until(lambda: len(done) >= 100 or task.done(), 60.0, "offsets 0..49 of both partitions handled")
+        await asyncio.wait_for(consumer.close(), 30.0)
+        result = await asyncio.wait_for(task, 30.0)
+    finally:
+        task.cancel()
+        await consumer.close()
+    assert result.reason == "closed"
+    assert result.processed == 100
+    tps = [TopicPartition(unique_topic, p) for p in range(2)]
+    async with consumer_of(broker, unique_group, unique_topic, group_protocol) as check:
+        committed = await check.committed(tps)
+    assert {tp: om.offset if om is not None else None for tp, om in committed.items()} == {tp: 50 for tp in tps}
+    assert {t for t in asyncio.all_tasks() if t.get_coro().__qualname__.startswith("handle")} == set()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
