@@ -152,8 +152,11 @@ class FakeConsumer:
                 raise IllegalStateError(f"{tp} is not assigned")
 
 
-async def until(condition: Callable[[], object], interval: float = 0.002) -> None:
-    """Wait until ``condition()`` holds (the caller bounds the wait with asyncio.timeout)."""
+async def until(condition: Callable[[], object], timeout: float = 20.0, interval: float = 0.002) -> None:
+    """Wait until ``condition()`` holds; fail after ``timeout`` seconds (generous: a loaded machine
+    slows the loop, never the logic)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     while not condition():
-        assert interval > 0
+        assert loop.time() < deadline, f"not within {timeout} s"
         await asyncio.sleep(interval)
