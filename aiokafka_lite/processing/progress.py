@@ -24,6 +24,7 @@ class PartitionProgress:
         self._finished: set[int] = set()  # received, finished, above the watermark
         self._next: int | None = committed  # the offset after the last record received
         self._carried = carried if carried is not None else FinishedRanges()
+        self._started = False  # the first record is taken wherever it is (the position may differ)
         self.last_committed = Encoded(metadata, False) if committed is not None else None
         self.last_committed_offset: int | None = committed
 
@@ -35,8 +36,9 @@ class PartitionProgress:
         """A record arrives: True to hand it to the handler, False when it must be dropped (at or
         below one already received: a seek back) or skipped (finished before a restart: use
         ``was_finished`` to tell)."""
-        if self._next is not None and offset < self._next and self._received_any():
+        if self._started and self._next is not None and offset < self._next:
             return False
+        self._started = True
         self._received.append(offset)
         self._next = offset + 1
         if offset in self._carried:
@@ -48,9 +50,6 @@ class PartitionProgress:
     def was_finished(self, offset: int) -> bool:
         """Whether ``offset`` was recorded finished in the metadata committed before this assignment."""
         return offset in self._carried
-
-    def _received_any(self) -> bool:
-        return bool(self._received) or self.last_committed_offset != self._next
 
     def finish(self, offset: int) -> None:
         self._finished.add(offset)

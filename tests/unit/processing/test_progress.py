@@ -109,6 +109,17 @@ def test_a_record_below_the_last_one_is_dropped():
     assert not progress.accept(11)
     assert not progress.accept(4)
     assert not progress.was_finished(4)
+    progress.finish(10)
+    progress.finish(11)
+    progress.committed(*progress.to_commit(4096))
+    assert not progress.accept(11)  # also once everything received is finished and committed
+
+
+def test_the_first_record_is_taken_wherever_it_is():
+    progress = PartitionProgress(10)
+    assert progress.accept(4)  # the application seeked back before process() began
+    assert progress.watermark() == 4
+    assert progress.to_commit(4096) is None  # never below the committed 10
 
 
 TPS = [TopicPartition("t", p) for p in range(4)]
