@@ -268,3 +268,48 @@ async def test_close_in_another_task_drains_commits_and_ends_process(
     assert {tp: om.offset if om is not None else None for tp, om in committed.items()} == {tp: 50 for tp in tps}
     assert {t for t in asyncio.all_tasks() if t.get_coro().__qualname__.startswith("handle")} == set()
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_handlers_longer_than_max_poll_interval_keep_the_member_and_back_pressure_holds(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, group_protocol: GroupProtocol) -> None:
+    """KIP-62 with the real consumer: handlers blocked for twice max_poll_interval_ms; process() keeps
+    polling with every partition paused at the bound, so the member stays in the group."""
+    broker = apache_kafka_broker
+    create_topic(broker, unique_topic, partitions=PARTITIONS)
+    produce(broker, unique_topic, [(f"k{i}", str(i)) for i in range(300)], enable_idempotence=True)
+    release = asyncio.Event()
+    handled: set[int] = set()
+
+    async def handler(record: Any) -> None:
+        await release.wait()
+        handled.add(int(record.value))
+
+    base = dict(bootstrap_servers=broker.bootstrap_servers, group_id=unique_group, enable_auto_commit=False,
+                auto_offset_reset="earliest", max_poll_interval_ms=2000, session_timeout_ms=30000,
+                heartbeat_interval_ms=500)
+    async with Consumer(unique_topic, **group_protocol.settings(base)) as consumer:
+        processor = Processor(consumer, handler, concurrency=10, max_pending_records=30)
+        task = asyncio.create_task(processor.run())
+        await until(lambda: (bool(consumer.assignment()) and consumer.paused() == consumer.assignment())
+                    or task.done(), 60.0, "every partition paused at the bound")
+        member_before = consumer.metrics().get("member_id")
+        await asyncio.sleep(4.0)  # twice max_poll_interval_ms with every handler stuck
+        figures, metrics = processor.metrics(), consumer.metrics()
+        assert not task.done()
+        assert figures["held"] <= 30
+        assert figures["in_flight"] == 10
+        assert consumer.paused() == consumer.assignment() == {TopicPartition(unique_topic, p)
+                                                               for p in range(PARTITIONS)}
+        assert metrics["seconds_since_last_poll"] < 1.0
+        assert metrics["group_state"] == "STABLE"
+        assert metrics.get("poll_interval_lapses", 0) == 0
+        assert metrics.get("member_id") == member_before
+        release.set()
+        await until(lambda: len(handled) >= 300 or task.done(), 60.0, "all handled after the release")
+        processor.stop()
+        result = await asyncio.wait_for(task, 30.0)
+        tps = [TopicPartition(unique_topic, p) for p in range(PARTITIONS)]
+        ends = await consumer.end_offsets(tps)
+        committed = await consumer.committed(tps)
+    assert result.processed == 300
+    assert {tp: om.offset for tp, om in committed.items() if om is not None} == ends
