@@ -25,10 +25,11 @@ pytestmark = pytest.mark.asyncio
 PARTITIONS, RECORDS, KEYS = 6, 3000, 200
 
 
-def consumer_of(broker: Any, group: str, topic: str, protocol: GroupProtocol | None = None) -> Consumer:
+def consumer_of(broker: Any, group: str, topic: str, protocol: GroupProtocol | None = None,
+                **extra: Any) -> Consumer:
     base = dict(bootstrap_servers=broker.bootstrap_servers, group_id=group, enable_auto_commit=False,
                 auto_offset_reset="earliest", auto_commit_interval_ms=500, session_timeout_ms=30000,
-                heartbeat_interval_ms=500)
+                heartbeat_interval_ms=500, **extra)
     return Consumer(topic, **(protocol.settings(base) if protocol is not None else base))
 
 
@@ -125,11 +126,17 @@ async def test_a_restart_skips_the_records_finished_above_the_watermark(
     assert committed.metadata == ""
 
 
+@pytest.mark.parametrize("assignor", ["default", "cooperative-sticky"])
 async def test_scaling_out_from_one_member_to_three_mid_run(
-        apache_kafka_broker: Any, unique_topic: str, unique_group: str, group_protocol: GroupProtocol) -> None:
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, group_protocol: GroupProtocol,
+        assignor: str) -> None:
     """Members join while the first one processes: revocations drain and commit before the new
     owners start, so no record runs on two members at once, none is lost, and each partition's
-    commits (from whichever member) only move forward."""
+    commits (from whichever member) only move forward. Classic: eager (range, the default) and
+    cooperative (KIP-429); the consumer protocol has one, the broker's."""
+    if assignor != "default" and not group_protocol.is_classic:
+        pytest.skip("under the consumer protocol the broker assigns (KIP-848): one case is enough")
+    extra = {} if assignor == "default" else {"partition_assignment_strategy": assignor}
     broker = apache_kafka_broker
     records = 2000
     create_topic(broker, unique_topic, partitions=PARTITIONS)
@@ -152,7 +159,7 @@ async def test_scaling_out_from_one_member_to_three_mid_run(
             commits.extend((time.monotonic(), tp.partition, om.offset) for tp, om in offsets.items())
         consumer.commit = commit  # type: ignore[method-assign]
 
-    consumers = [consumer_of(broker, unique_group, unique_topic, group_protocol) for _ in range(3)]
+    consumers = [consumer_of(broker, unique_group, unique_topic, group_protocol, **extra) for _ in range(3)]
     processors = [Processor(c, handler_of(i), concurrency=10, commit_interval=0.2) for i, c in enumerate(consumers)]
     tasks: list[asyncio.Task[Any]] = []
     try:
@@ -191,7 +198,8 @@ async def test_scaling_out_from_one_member_to_three_mid_run(
         offsets = [offset for _, p, offset in sorted(commits) if p == partition]
         assert offsets == sorted(offsets), f"partition {partition}: commits went backwards"
     assert {tp: om.offset for tp, om in committed.items() if om is not None} == ends
-    report({"test": "processing-scale-out", "group_protocol": group_protocol.name, "records": records,
+    report({"test": "processing-scale-out", "group_protocol": group_protocol.name, "assignor": assignor,
+            "records": records,
             "members": 3, "handled_twice": twice, "per_member": [r.processed for r in results]})
 
 
