@@ -345,3 +345,19 @@ def broker_error(code: int, context: str = "") -> BrokerError:
 def is_retriable(code: int) -> bool:
     spec = BROKER_ERRORS.get(code)
     return spec.retriable if spec else False
+
+
+class OffsetMetadataError(KafkaError, ValueError):
+    """Commit metadata that says it holds process()'s finished offsets but cannot be read (bad
+    base64, a cut varint, a base offset other than the committed one). process() counts it and
+    starts at the committed offset, re-processing what the metadata would have skipped."""
+
+
+class HandlerFailedError(KafkaError):
+    """process() stopped because a record's handler failed every attempt and no ``on_failure`` hook
+    took it, or the hook itself raised (the cause is chained). ``record`` is that record,
+    ``attempts`` how many times the handler ran."""
+
+    def __init__(self, message: str, record: object, attempts: int) -> None:
+        super().__init__(message)
+        self.record, self.attempts = record, attempts

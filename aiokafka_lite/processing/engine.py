@@ -1,0 +1,349 @@
+"""Processor: the loop behind process() (see the package docstring for the design).
+
+One task (the caller's) polls, takes records in, pauses and resumes, and schedules commits; each
+lane's head record runs in a task of its own; the rebalance listener (listener.py) runs in the poll
+path, or in close()'s task, and drains what it is told to."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..consumer.listener import ConsumerRebalanceListener
+from ..errors import ConfigError, ConsumerClosedError, IllegalStateError, KafkaError, OffsetMetadataError
+from ..structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from . import metadata, pressure
+from .jobs import Counts, Job, PartitionWork, handle, lane_of
+from .listener import ProcessingListener
+from .metadata import Encoded
+from .progress import PartitionProgress
+from .settings import FailureHook, Handler, ProcessSettings
+from .source import RecordSource
+
+log = logging.getLogger("aiokafka_lite.consumer.process")
+
+Planned = dict[TopicPartition, tuple[PartitionWork, int, Encoded]]
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """What process() did, returned when it ends cleanly."""
+
+    reason: str  # "stopped" (stop()) or "closed" (the consumer was closed)
+    processed: int
+    failed: int
+    skipped: int
+    retries: int
+    committed: dict[TopicPartition, int]  # the last watermark committed per partition
+
+
+class Processor:
+    """Key-ordered concurrent processing with a safe commit watermark; `process()` builds and runs one."""
+
+    def __init__(self, consumer: RecordSource, handler: Handler, *, on_failure: FailureHook | None = None,
+                 listener: ConsumerRebalanceListener | None = None, topics: Iterable[str] | None = None,
+                 pattern: str | None = None, **settings: Any) -> None:
+        self.settings = ProcessSettings(**settings)
+        self._consumer, self._handler, self._on_failure = consumer, handler, on_failure
+        self._user_listener = listener
+        self._topics, self._pattern = (list(topics) if topics is not None else None), pattern
+        self._slots = asyncio.Semaphore(self.settings.concurrency)
+        self._parts: dict[TopicPartition, PartitionWork] = {}
+        self._paused_by_us: set[TopicPartition] = set()
+        self._counts = Counts()
+        self._committed: dict[TopicPartition, int] = {}
+        self._commit_task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._fatal: BaseException | None = None
+        self._running = False
+        self._used = False
+
+    # ------------------------------------------------------------ public
+
+    def stop(self) -> None:
+        """Ask run() to end: no new records, in-flight ones get drain_timeout, the watermark is committed."""
+        self._stop.set()
+
+    def metrics(self) -> dict[str, Any]:
+        """Counts and gauges for /health and dashboards."""
+        return {**asdict(self._counts), "running": self._running, "held": self._held(),
+                "in_flight": sum(1 for part in self._parts.values() for job in part.tasks.values() if job.started),
+                "paused_partitions": len(self._paused_by_us),
+                "watermarks": {f"{tp.topic}-{tp.partition}": part.progress.watermark()
+                               for tp, part in self._parts.items()}}
+
+    async def run(self) -> ProcessResult:
+        if self._used:
+            raise IllegalStateError("a Processor runs once: build a new one (or call process() again)")
+        self._check_consumer()
+        self._used = self._running = True
+        try:
+            return await self._run()
+        finally:
+            self._running = False
+
+    # ------------------------------------------------------------ the loop
+
+    async def _run(self) -> ProcessResult:
+        self._install_listener()
+        reason = "stopped"
+        loop = asyncio.get_running_loop()
+        interval = self._commit_interval()
+        next_commit = loop.time() + interval
+        try:
+            while not self._stop.is_set() and self._fatal is None:
+                self._apply_pressure()
+                room = pressure.room(self._held(), self.settings.bound)
+                limit = max(1, min(room, self._consumer.config.max_poll_records))
+                batch = await self._consumer.poll(self.settings.poll_timeout, max_records=limit)
+                await self._take(batch)
+                if loop.time() >= next_commit:
+                    next_commit = loop.time() + interval
+                    self._commit_in_background()
+        except ConsumerClosedError:
+            reason = "closed"
+        except Exception as exc:  # from poll() (a fatal group error, a deserializer) or a misuse: drained too
+            self._fatal = self._fatal if self._fatal is not None else exc
+        except BaseException:  # cancelled: handlers are cancelled, nothing more is committed
+            await self._cancel_all()
+            raise
+        try:
+            await self._finish(reason)
+        except BaseException:
+            await self._cancel_all()
+            raise
+        if self._fatal is not None:
+            raise self._fatal
+        return ProcessResult(reason, self._counts.processed, self._counts.failed, self._counts.skipped,
+                             self._counts.retries, dict(self._committed))
+
+    def _check_consumer(self) -> None:
+        config = self._consumer.config
+        if config.group_id is None:
+            raise IllegalStateError("process() commits its progress: the consumer needs a group_id")
+        if config.enable_auto_commit:
+            raise ConfigError("process() commits the watermark itself: create the consumer with "
+                              "enable_auto_commit=False (auto-commit would commit records still in flight)")
+
+    def _install_listener(self) -> None:
+        listener = ProcessingListener(self._revoke, self._lose, self._user_listener)
+        if self._pattern is not None:
+            self._consumer.subscribe(pattern=self._pattern, listener=listener)
+            return
+        topics = self._topics if self._topics is not None else sorted(self._consumer.subscription())
+        if topics:
+            self._consumer.subscribe(topics, listener=listener)
+        # else: a manual assignment, which no rebalance takes away
+
+    def _commit_interval(self) -> float:
+        if self.settings.commit_interval is not None:
+            return self.settings.commit_interval
+        return self._consumer.config.auto_commit_interval
+
+    def _held(self) -> int:
+        return sum(part.progress.unfinished for part in self._parts.values())
+
+    def _apply_pressure(self) -> None:
+        assigned = self._consumer.assignment()
+        self._paused_by_us &= assigned
+        held = {tp: part.progress.unfinished for tp, part in self._parts.items()}
+        wanted = pressure.to_pause(held, assigned, self._paused_by_us, self.settings.bound)
+        already = self._consumer.paused()
+        pause = wanted - self._paused_by_us - already  # one the application paused is not ours
+        resume = self._paused_by_us - wanted
+        if pause:
+            self._consumer.pause(*sorted(pause))
+            self._paused_by_us |= pause
+        if resume:
+            self._consumer.resume(*sorted(resume))
+            self._paused_by_us -= resume
+
+    # ------------------------------------------------------------ records in, handlers out
+
+    async def _take(self, batch: Iterable[ConsumerRecord]) -> None:
+        records = list(batch)
+        new = {TopicPartition(r.topic, r.partition) for r in records} - self._parts.keys()
+        if new:
+            await self._start_partitions(new)
+        for record in records:
+            part = self._parts.get(TopicPartition(record.topic, record.partition))
+            if part is None or part.closing:
+                continue  # revoked meanwhile (by close() in another task)
+            if part.progress.accept(record.offset):
+                self._enqueue(part, record)
+            elif part.progress.was_finished(record.offset):
+                self._counts.skipped += 1
+
+    async def _start_partitions(self, tps: Collection[TopicPartition]) -> None:
+        """A partition's first records: read its committed offset and the finished offsets above it."""
+        try:
+            committed: Mapping[TopicPartition, OffsetAndMetadata | None] = await self._consumer.committed(tps)
+        except ConsumerClosedError:
+            raise
+        except KafkaError as exc:
+            self._counts.metadata_errors += len(tps)
+            log.warning("process(): reading the committed offsets of %s failed (%r): their records are "
+                        "processed from where the consumer is, finished ones may run again", sorted(tps), exc)
+            committed = {}
+        for tp in tps:
+            self._parts[tp] = PartitionWork(tp, self._progress_of(tp, committed.get(tp)))
+
+    def _progress_of(self, tp: TopicPartition, om: OffsetAndMetadata | None) -> PartitionProgress:
+        if om is None:
+            return PartitionProgress()
+        try:
+            carried = metadata.decode(om.metadata, om.offset)
+        except OffsetMetadataError as exc:
+            self._counts.metadata_errors += 1
+            log.warning("process(): %s-%d: %s; starting at the committed offset %d", tp.topic, tp.partition,
+                        exc, om.offset)
+            carried = metadata.FinishedRanges()
+        return PartitionProgress(om.offset, carried, om.metadata)
+
+    def _enqueue(self, part: PartitionWork, record: ConsumerRecord) -> None:
+        lane = lane_of(record, self.settings.ordering)
+        waiting = part.lanes.get(lane)
+        if waiting is not None:
+            waiting.append(record)
+            return
+        part.lanes[lane] = deque([record])
+        self._start(Job(record, lane, part))
+
+    def _start(self, job: Job) -> None:
+        task = asyncio.create_task(handle(job.record, self._handler, self._on_failure, self.settings, self._slots,
+                                          job, self._counts))
+        job.partition.tasks[task] = job
+        task.add_done_callback(lambda done: self._done(done, job))
+
+    def _done(self, task: asyncio.Task[None], job: Job) -> None:
+        part = job.partition
+        part.tasks.pop(task, None)
+        if task.cancelled():
+            return  # revoked, lost or stopping: the record stays unfinished (at or above the watermark)
+        error = task.exception()
+        if error is not None:
+            if self._fatal is None:
+                self._fatal = error
+            self._stop.set()
+            return
+        part.progress.finish(job.record.offset)
+        waiting = part.lanes.get(job.lane)
+        if waiting is None:
+            return
+        waiting.popleft()
+        if not waiting:
+            del part.lanes[job.lane]
+        elif not part.closing:
+            self._start(Job(waiting[0], job.lane, part))
+
+    # ------------------------------------------------------------ commits
+
+    def _plan(self, parts: Iterable[PartitionWork]) -> Planned:
+        planned: Planned = {}
+        for part in parts:
+            wanted = part.progress.to_commit(self.settings.metadata_max_bytes)
+            if wanted is not None:
+                planned[part.tp] = (part, *wanted)
+        return planned
+
+    def _commit_in_background(self) -> None:
+        if self._commit_task is not None and not self._commit_task.done():
+            return  # the next interval carries the newer watermark
+        # A partition being revoked commits in its revocation, after this task: never one behind it.
+        planned = self._plan(part for part in self._parts.values() if not part.closing)
+        if planned:
+            self._commit_task = asyncio.create_task(self._commit(planned))
+            self._commit_task.add_done_callback(self._commit_done)
+
+    def _commit_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and self._fatal is None:
+            self._fatal = task.exception()
+            self._stop.set()
+
+    async def _commit(self, planned: Planned) -> None:
+        offsets = {tp: OffsetAndMetadata(offset, encoded.metadata) for tp, (_, offset, encoded) in planned.items()}
+        try:
+            await self._consumer.commit(offsets)
+        except KafkaError as exc:  # a rebalance or close() came first: the next commit carries it
+            self._counts.commit_failures += 1
+            log.info("process(): committing %s failed: %r", sorted(offsets), exc)
+            return
+        self._counts.commits += 1
+        for tp, (part, offset, encoded) in planned.items():
+            part.progress.committed(offset, encoded)
+            self._committed[tp] = offset
+            self._counts.metadata_truncated += encoded.truncated
+
+    async def _commit_now(self, parts: Iterable[PartitionWork]) -> None:
+        """After earlier commits (in order), the watermark of these partitions."""
+        if self._commit_task is not None and not self._commit_task.done():
+            await asyncio.wait([self._commit_task])
+        planned = self._plan(parts)
+        if planned:
+            await self._commit(planned)
+
+    # ------------------------------------------------------------ rebalances and the end
+
+    async def _drain(self, parts: list[PartitionWork]) -> None:
+        """No new records; the ones not started are dropped; the started ones get drain_timeout."""
+        for part in parts:
+            part.closing = True
+            for task in part.unstarted():
+                task.cancel()
+        running = [task for part in parts for task in part.tasks]
+        if running:
+            _, late = await asyncio.wait(running, timeout=self.settings.drain_timeout)
+            if late:
+                log.info("process(): %d handlers still running after drain_timeout (%.1f s): cancelled",
+                         len(late), self.settings.drain_timeout)
+        await self._cancel(parts)
+
+    async def _cancel(self, parts: list[PartitionWork]) -> None:
+        tasks = [task for part in parts for task in part.tasks]
+        for part in parts:
+            part.closing = True
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _cancel_all(self) -> None:
+        """Every task this run started (handlers, a commit under way), cancelled and awaited."""
+        await self._cancel(list(self._parts.values()))
+        if self._commit_task is not None and not self._commit_task.done():
+            self._commit_task.cancel()
+            await asyncio.wait([self._commit_task])
+
+    async def _revoke(self, tps: set[TopicPartition]) -> None:
+        parts = [self._parts[tp] for tp in sorted(tps) if tp in self._parts]
+        await self._drain(parts)
+        await self._commit_now(parts)
+        self._forget(parts)
+
+    async def _lose(self, tps: set[TopicPartition]) -> None:
+        parts = [self._parts[tp] for tp in sorted(tps) if tp in self._parts]
+        await self._cancel(parts)  # others may own them already: nothing is committed
+        self._forget(parts)
+
+    def _forget(self, parts: list[PartitionWork]) -> None:
+        for part in parts:
+            if self._parts.get(part.tp) is part:
+                del self._parts[part.tp]
+            self._paused_by_us.discard(part.tp)
+
+    async def _finish(self, reason: str) -> None:
+        parts = list(self._parts.values())
+        await self._drain(parts)
+        if reason == "stopped":
+            await self._commit_now(parts)
+            resume = self._paused_by_us & self._consumer.assignment()
+            if resume:
+                self._consumer.resume(*sorted(resume))
+        elif self._commit_task is not None:
+            await asyncio.wait([self._commit_task])
+        self._paused_by_us.clear()
+        self._parts.clear()

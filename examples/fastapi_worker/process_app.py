@@ -1,0 +1,148 @@
+"""app.py's service with many records in flight: aiokafka_lite.processing instead of a poll loop.
+
+    cd examples/fastapi_worker
+    KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 KAFKA_TOPICS=orders KAFKA_GROUP_ID=billing \\
+        PROCESS_CONCURRENCY=100 uvicorn process_app:app --host 127.0.0.1 --port 8000
+
+- The lifespan starts a consumer (auto-commit off: the processor commits the watermark) and a
+  Processor running :func:`handle` on up to ``PROCESS_CONCURRENCY`` records at once (default 50),
+  each key's records in order (``PROCESS_ORDERING``: key, partition or none). On shutdown the
+  processor stops (handlers in flight get ``drain_timeout``, the watermark is committed), then
+  ``close()`` leaves the group.
+- ``GET /health``: app.py's rule (a STABLE group, polled within max_poll_interval_ms: the processor
+  polls all along, however long handlers take), and 503 once the processor has stopped by an error.
+  The body adds the records in flight and held.
+- ``GET /metrics``: the consumer's Prometheus figures plus the processor's (``fastapi_worker_process_*``:
+  processed, failed, skipped, retries; in flight, held, paused partitions). ``GET /metrics.json``:
+  ``consumer.metrics()`` with ``processing``: ``Processor.metrics()``.
+- A record whose handler fails every attempt goes to :func:`dead_letter` (logged here).
+
+Settings as in app.py (``KAFKA_<NAME>``). Keys and values stay bytes: a deserializer that raises
+would stop the processor (app.py shows the poison-pill handling of a plain poll loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from app import TOPICS_VARIABLE, health_report, log_ignored_env, properties_from_env
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from aiokafka_lite import Consumer, ConsumerRecord
+from aiokafka_lite.processing import Processor
+from aiokafka_lite.prometheus import TEXT_CONTENT_TYPE, ConsumerCollector
+
+log = logging.getLogger("fastapi_worker")
+
+
+async def handle(record: ConsumerRecord) -> None:
+    """Your processing goes here: an HTTP call, a database write. Many run at once."""
+    await asyncio.sleep(0.005)
+    log.debug("processed %s[%d]@%d", record.topic, record.partition, record.offset)
+
+
+async def dead_letter(record: ConsumerRecord, error: Exception) -> None:
+    """A record whose handler failed every attempt: publish it to a dead-letter topic here."""
+    log.warning("dead letter %s[%d]@%d: %r", record.topic, record.partition, record.offset, error)
+
+
+class ProcessingWorker:
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.processor = Processor(consumer, handle, on_failure=dead_letter,
+                                   concurrency=int(os.environ.get("PROCESS_CONCURRENCY", "50")),
+                                   ordering=os.environ.get("PROCESS_ORDERING", "key"))
+        self._task: asyncio.Task[Any] | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self._task = asyncio.create_task(self.processor.run(), name="kafka processor")
+
+    async def stop(self) -> None:
+        self.processor.stop()
+        try:
+            if self._task is not None:
+                result = await self._task
+                log.info("processor stopped: %d processed, %d failed, watermark committed",
+                         result.processed, result.failed)
+        except Exception as exc:  # it had stopped by an error (/health said so); shut down anyway
+            log.error("the processor had stopped: %r", exc)
+        finally:
+            await self.consumer.close()
+            log.info("consumer closed: left the group")
+
+    def failure(self) -> BaseException | None:
+        if self._task is None or not self._task.done() or self._task.cancelled():
+            return None
+        return self._task.exception()
+
+
+class ProcessingFigures(Collector):
+    def __init__(self, worker: ProcessingWorker) -> None:
+        self.worker = worker
+
+    def collect(self) -> list[Any]:
+        figures = self.worker.processor.metrics()
+        counters = [CounterMetricFamily(f"fastapi_worker_process_{name}", f"process(): records {name}",
+                                        value=figures[name]) for name in ("processed", "failed", "skipped")]
+        counters.append(CounterMetricFamily("fastapi_worker_process_retries", "process(): handler retries",
+                                            value=figures["retries"]))
+        gauges = [GaugeMetricFamily(f"fastapi_worker_process_{name}", f"process(): {name.replace('_', ' ')}",
+                                    value=figures[name]) for name in ("in_flight", "held", "paused_partitions")]
+        return counters + gauges
+
+
+def create_app() -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log_ignored_env(os.environ)
+        props = {**properties_from_env(os.environ), "enable.auto.commit": "false"}
+        topics = [t for t in os.environ.get(TOPICS_VARIABLE, "").split(",") if t]
+        worker = ProcessingWorker(Consumer.from_properties(props, *topics))
+        await worker.start()
+        app.state.worker = worker
+        app.state.prometheus = ConsumerCollector([worker.consumer])
+        app.state.registry = CollectorRegistry()
+        app.state.registry.register(ProcessingFigures(worker))
+        try:
+            yield
+        finally:
+            await worker.stop()
+
+    app = FastAPI(title="aiokafka-lite processing worker", lifespan=lifespan)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        worker: ProcessingWorker = app.state.worker
+        metrics = worker.consumer.metrics()
+        healthy, reason = health_report(metrics, worker.consumer.config.max_poll_interval, worker.failure())
+        figures = worker.processor.metrics()
+        body = {"status": "ok" if healthy else "unavailable", "reason": reason,
+                "group_state": metrics.get("group_state"),
+                "seconds_since_last_poll": metrics.get("seconds_since_last_poll"),
+                "in_flight": figures["in_flight"], "held": figures["held"]}
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        body = app.state.prometheus.text() + generate_latest(app.state.registry)
+        return Response(body, media_type=TEXT_CONTENT_TYPE)
+
+    @app.get("/metrics.json")
+    async def metrics() -> dict[str, Any]:
+        worker: ProcessingWorker = app.state.worker
+        return {**worker.consumer.metrics(), "processing": worker.processor.metrics()}
+
+    return app
+
+
+app = create_app()
