@@ -34,11 +34,28 @@ class Ledger:
         self.seen: Counter[tuple[int, int]] = Counter()
         self.by_member: Counter[str] = Counter()
         self.assigned: set[str] = set()  # members that have held partitions
+        self.committers: dict[tuple[int, int], list[str]] = {}  # who committed each record, in order
 
     def add(self, member: str, positions: list[tuple[int, int]]) -> None:
         with self.lock:
             self.seen.update(positions)
             self.by_member[member] += len(positions)
+            for position in positions:
+                self.committers.setdefault(position, []).append(member)
+
+    def duplicates(self) -> str:
+        """Records committed more than once, grouped by who committed them (empty if none)."""
+        with self.lock:
+            twice = {pos: members for pos, members in self.committers.items() if len(members) > 1}
+        if not twice:
+            return ""
+        by_members: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+        for pos, members in sorted(twice.items()):
+            by_members.setdefault(tuple(members), []).append(pos)
+        groups = "; ".join(f"by {' then '.join(members)}: {len(positions)} records, partition {positions[0][0]} "
+                           f"offsets {positions[0][1]}-{positions[-1][1]}"
+                           for members, positions in by_members.items())
+        return f"{len(twice)} records committed twice ({groups})"
 
     def total(self) -> int:
         with self.lock:
@@ -183,7 +200,6 @@ async def test_mixed_group_consumes_exactly_once_through_rebalances(apache_kafka
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    duplicates = {pos: n for pos, n in ledger.seen.items() if n > 1}
-    assert not duplicates, f"{len(duplicates)} records committed twice, e.g. {list(duplicates.items())[:5]}"
+    assert not ledger.duplicates(), ledger.duplicates()
     assert len(ledger.seen) == RECORDS
     assert set(ledger.by_member) >= {"lite-1", "lite-2", "aiokafka", "confluent"}, ledger.by_member
