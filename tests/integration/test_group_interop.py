@@ -151,11 +151,13 @@ async def run_aiokafka(bootstrap: str, group: str, topic: str, strategy: str, le
         await consumer.stop()
 
 
-async def _wait_until(condition, timeout: float, what: str) -> None:
+async def _wait_until(condition, timeout: float, what, ledger: Ledger | None = None) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
+        assert loop.time() < deadline, (f"timed out waiting for {what}" + (
+            "" if ledger is None else f"; committed by member {dict(ledger.by_member)}, "
+                                      f"held partitions: {sorted(ledger.assigned)}"))
         await asyncio.sleep(0.05)
 
 
@@ -190,12 +192,12 @@ async def test_mixed_group_consumes_exactly_once_through_rebalances(apache_kafka
         # under load) could otherwise see its commits refused by each rebalance and never take part.
         await _wait_until(lambda: ledger.total() >= RECORDS // 4 and all(
             ledger.by_member[m] > 0 for m in ("lite-1", "lite-2", "aiokafka", "confluent")), 120,
-            "a quarter of the records, every member taking part")
+            "a quarter of the records, every member taking part", ledger)
         tasks.append(ours("lite-3"))  # rebalance 1: a member joins
         await _wait_until(lambda: ledger.by_member["lite-3"] > 0 or ledger.total() >= RECORDS * 3 // 4,
-                          120, "the third member to take part")
+                          120, "the third member to take part", ledger)
         stop_aiokafka.set()  # rebalance 2: the aiokafka member leaves
-        await _wait_until(lambda: ledger.total() >= RECORDS, 180, "every record")
+        await _wait_until(lambda: ledger.total() >= RECORDS, 180, "every record", ledger)
     finally:
         stop_all.set()
         stop_aiokafka.set()
