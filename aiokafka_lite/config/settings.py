@@ -59,7 +59,9 @@ class SettingFields:
         Text(non_empty=True), "Consumer group; None means no group (assign() only, no commits)."))
     group_instance_id: str | None = field(default=None, metadata=_meta(
         GroupInstanceId(), "Static membership id (KIP-345): a restart within session_timeout_ms "
-        "keeps the assignment without a rebalance. Needs group_id."))
+        "keeps the assignment without a rebalance. Under group_protocol='consumer' only after a "
+        "close(): after a crash the broker refuses the id (UnreleasedInstanceIdError) until the "
+        "old member's session lapses. Needs group_id."))
     session_timeout_ms: int = field(default=45000, metadata=_meta(
         Int(1), "Time without heartbeats after which the coordinator evicts this member; must be "
         "within the broker's group.min/max.session.timeout.ms."))

@@ -34,9 +34,9 @@ import asyncio
 import difflib
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -112,8 +112,25 @@ async def dead_letter(error: RecordDeserializationError) -> None:
                 error.key, len(error.value or b""))
 
 
+class ServiceWorker(Protocol):
+    """What the service runs: a consumer and the work around it (:class:`Worker` here, the
+    processor's in process_app.py). ``required_properties`` override the environment's."""
+
+    required_properties: ClassVar[Mapping[str, str]]
+    consumer: Consumer
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def failure(self) -> BaseException | None: ...
+    def collector(self) -> Collector: ...  # the worker's own Prometheus figures
+    def figures(self) -> dict[str, Any]: ...  # the same for /metrics.json
+    def health_figures(self) -> dict[str, Any]: ...  # added to /health's body
+
+
 class Worker:
     """One consumer and the task that polls it."""
+
+    required_properties: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
@@ -157,6 +174,15 @@ class Worker:
             return None
         return self._task.exception()
 
+    def collector(self) -> Collector:
+        return WorkerFigures(self)
+
+    def figures(self) -> dict[str, Any]:
+        return {"records_processed": self.processed, "records_skipped": self.skipped}
+
+    def health_figures(self) -> dict[str, Any]:
+        return {}
+
 
 class WorkerFigures(Collector):
     """The worker's own counts for Prometheus (the consumer's come from ConsumerCollector)."""
@@ -191,8 +217,11 @@ def health_report(metrics: Mapping[str, Any], max_poll_interval: float,
     return True, f"STABLE, last poll {since:.1f} s ago"
 
 
-def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | None = None) -> FastAPI:
+def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | None = None,
+               worker_type: Callable[[Consumer], ServiceWorker] = Worker,
+               title: str = "aiokafka-lite worker") -> FastAPI:
     """The service; settings default to the ``KAFKA_*`` environment variables, read at start-up."""
+    required = getattr(worker_type, "required_properties", {})
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -200,30 +229,31 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
             log_ignored_env(os.environ)
         props = dict(properties) if properties is not None else properties_from_env(os.environ)
         names = topics if topics is not None else os.environ.get(TOPICS_VARIABLE, "").split(",")
-        worker = Worker(Consumer.from_properties(props, *[t for t in names if t]))
+        worker = worker_type(Consumer.from_properties({**props, **required}, *[t for t in names if t]))
         await worker.start()
         app.state.worker = worker
         # The consumer's figures are written by the collector itself (fast at many partitions);
         # the app's own go through a registry of its own, as any prometheus_client metric would.
         app.state.prometheus = ConsumerCollector([worker.consumer])
         app.state.registry = CollectorRegistry()
-        app.state.registry.register(WorkerFigures(worker))
+        app.state.registry.register(worker.collector())
         try:
             yield
         finally:
             await worker.stop()
 
-    app = FastAPI(title="aiokafka-lite worker", lifespan=lifespan)
+    app = FastAPI(title=title, lifespan=lifespan)
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        worker: Worker = app.state.worker
+        worker: ServiceWorker = app.state.worker
         metrics = worker.consumer.metrics()
         healthy, reason = health_report(metrics, worker.consumer.config.max_poll_interval, worker.failure())
         body = {"status": "ok" if healthy else "unavailable", "reason": reason,
                 "group_state": metrics.get("group_state"),
                 "seconds_since_last_poll": metrics.get("seconds_since_last_poll"),
-                "last_error": (metrics.get("group_health") or {}).get("last_error")}
+                "last_error": (metrics.get("group_health") or {}).get("last_error"),
+                **worker.health_figures()}
         return JSONResponse(body, status_code=200 if healthy else 503)
 
     @app.get("/metrics")
@@ -233,9 +263,8 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
 
     @app.get("/metrics.json")
     async def metrics() -> dict[str, Any]:
-        worker: Worker = app.state.worker
-        return {**worker.consumer.metrics(), "records_processed": worker.processed,
-                "records_skipped": worker.skipped}
+        worker: ServiceWorker = app.state.worker
+        return {**worker.consumer.metrics(), **worker.figures()}
 
     return app
 

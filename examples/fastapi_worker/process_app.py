@@ -9,7 +9,7 @@
   each key's records in order (``PROCESS_ORDERING``: key, partition or none). On shutdown the
   processor stops (handlers in flight get ``drain_timeout``, the watermark is committed), then
   ``close()`` leaves the group.
-- ``GET /health``: app.py's rule (a STABLE group, polled within max_poll_interval_ms: the processor
+- ``GET /health``: app.py's (a STABLE group, polled within max_poll_interval_ms: the processor
   polls all along, however long handlers take), and 503 once the processor has stopped by an error.
   The body adds the records in flight and held.
 - ``GET /metrics``: the consumer's Prometheus figures plus the processor's (``fastapi_worker_process_*``:
@@ -26,20 +26,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from app import TOPICS_VARIABLE, health_report, log_ignored_env, properties_from_env
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
-from prometheus_client import CollectorRegistry, generate_latest
+from app import create_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from aiokafka_lite import Consumer, ConsumerRecord
 from aiokafka_lite.processing import Processor
-from aiokafka_lite.prometheus import TEXT_CONTENT_TYPE, ConsumerCollector
 
 log = logging.getLogger("fastapi_worker")
 
@@ -56,6 +51,11 @@ async def dead_letter(record: ConsumerRecord, error: Exception) -> None:
 
 
 class ProcessingWorker:
+    """A consumer and a Processor running :func:`handle` on it (app.py's ServiceWorker)."""
+
+    # The processor commits the watermark; an auto-commit would commit past unfinished records.
+    required_properties: ClassVar[Mapping[str, str]] = {"enable.auto.commit": "false"}
+
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
         self.processor = Processor(consumer, handle, on_failure=dead_letter,
@@ -85,13 +85,23 @@ class ProcessingWorker:
             return None
         return self._task.exception()
 
+    def collector(self) -> Collector:
+        return ProcessingFigures(self.processor)
+
+    def figures(self) -> dict[str, Any]:
+        return {"processing": self.processor.metrics()}
+
+    def health_figures(self) -> dict[str, Any]:
+        figures = self.processor.metrics()
+        return {"in_flight": figures["in_flight"], "held": figures["held"]}
+
 
 class ProcessingFigures(Collector):
-    def __init__(self, worker: ProcessingWorker) -> None:
-        self.worker = worker
+    def __init__(self, processor: Processor) -> None:
+        self.processor = processor
 
     def collect(self) -> list[Any]:
-        figures = self.worker.processor.metrics()
+        figures = self.processor.metrics()
         counters = [CounterMetricFamily(f"fastapi_worker_process_{name}", f"process(): records {name}",
                                         value=figures[name]) for name in ("processed", "failed", "skipped")]
         counters.append(CounterMetricFamily("fastapi_worker_process_retries", "process(): handler retries",
@@ -101,48 +111,4 @@ class ProcessingFigures(Collector):
         return counters + gauges
 
 
-def create_app() -> FastAPI:
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        log_ignored_env(os.environ)
-        props = {**properties_from_env(os.environ), "enable.auto.commit": "false"}
-        topics = [t for t in os.environ.get(TOPICS_VARIABLE, "").split(",") if t]
-        worker = ProcessingWorker(Consumer.from_properties(props, *topics))
-        await worker.start()
-        app.state.worker = worker
-        app.state.prometheus = ConsumerCollector([worker.consumer])
-        app.state.registry = CollectorRegistry()
-        app.state.registry.register(ProcessingFigures(worker))
-        try:
-            yield
-        finally:
-            await worker.stop()
-
-    app = FastAPI(title="aiokafka-lite processing worker", lifespan=lifespan)
-
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        worker: ProcessingWorker = app.state.worker
-        metrics = worker.consumer.metrics()
-        healthy, reason = health_report(metrics, worker.consumer.config.max_poll_interval, worker.failure())
-        figures = worker.processor.metrics()
-        body = {"status": "ok" if healthy else "unavailable", "reason": reason,
-                "group_state": metrics.get("group_state"),
-                "seconds_since_last_poll": metrics.get("seconds_since_last_poll"),
-                "in_flight": figures["in_flight"], "held": figures["held"]}
-        return JSONResponse(body, status_code=200 if healthy else 503)
-
-    @app.get("/metrics")
-    async def prometheus_metrics() -> Response:
-        body = app.state.prometheus.text() + generate_latest(app.state.registry)
-        return Response(body, media_type=TEXT_CONTENT_TYPE)
-
-    @app.get("/metrics.json")
-    async def metrics() -> dict[str, Any]:
-        worker: ProcessingWorker = app.state.worker
-        return {**worker.consumer.metrics(), "processing": worker.processor.metrics()}
-
-    return app
-
-
-app = create_app()
+app = create_app(worker_type=ProcessingWorker, title="aiokafka-lite processing worker")

@@ -6,10 +6,14 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from aiokafka_lite import Consumer, ConsumerRecord
+from aiokafka_lite.errors import AuthenticationError
 
 
 def report(row: dict[str, object], variable: str = "CLUSTER_REPORT") -> None:
@@ -18,6 +22,17 @@ def report(row: dict[str, object], variable: str = "CLUSTER_REPORT") -> None:
     if path := os.environ.get(variable):
         with open(path, "a") as out:
             out.write(json.dumps(row) + "\n")
+
+
+async def refused_at_once(**settings: Any) -> str:
+    """The message of the AuthenticationError a consumer with ``settings`` meets on its first call,
+    which must come within 5 s (a refused credential is not retried)."""
+    began = time.monotonic()
+    with pytest.raises(AuthenticationError) as caught:
+        async with Consumer(**settings) as consumer:
+            await consumer.list_topics(timeout=10.0)
+    assert time.monotonic() - began < 5.0, "a refused credential fails at once"
+    return str(caught.value)
 
 
 async def until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from aiokafka_lite import Consumer, OffsetAndMetadata, TopicPartition
 from aiokafka_lite.errors import KafkaError
-from aiokafka_lite.testing._process import free_port
 from aiokafka_lite.testing.helpers import create_topic, produce
 
 from ._consumers import Poller
+from ._fastapi_app import APP_DIR, get_or_none, running_worker
 from ._protocols import GroupProtocol
 
 httpx = pytest.importorskip("httpx")
@@ -28,7 +24,6 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("prometheus_client")
 
-APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "fastapi_worker"
 PARTITIONS = 4
 RECORDS = 200
 SESSION_TIMEOUT_MS = 30000  # so only a leave can explain a fast hand-over (classic)
@@ -141,7 +136,7 @@ async def test_worker_starts_where_kafka_is_installed(apache_kafka_broker, uniqu
         async def all_processed():
             if server.returncode is not None:
                 raise AssertionError(f"the worker exited with {server.returncode}:\n{log_path.read_text()}")
-            response = await _get(http, "/metrics.json")
+            response = await get_or_none(http, "/metrics.json")
             return response is not None and response.json()["records_processed"] == RECORDS
 
         await eventually(all_processed, 60, f"{RECORDS} records processed")
@@ -155,35 +150,9 @@ async def test_worker_starts_where_kafka_is_installed(apache_kafka_broker, uniqu
     assert "Traceback" not in log_text
 
 
-@contextlib.asynccontextmanager
-async def running_worker(env: dict[str, str], tmp_path: Path):
-    """The example app under uvicorn on a free loopback port, with an HTTP client for it; the
-    server is killed at the end if it is still running. Yields (server, http, log path)."""
-    port = free_port()
-    log_path = tmp_path / "uvicorn.log"
-    with log_path.open("w") as log:
-        server = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "uvicorn", "app:app", "--app-dir", str(APP_DIR), "--host", "127.0.0.1",
-            "--port", str(port), env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as http:
-            yield server, http, log_path
-    finally:
-        if server.returncode is None:
-            server.kill()
-        await server.wait()
-
-
-async def _get(http, path: str):
-    try:
-        return await http.get(path)
-    except httpx.TransportError:  # not listening yet
-        return None
-
-
 async def _check_running_worker(http, protocol: str) -> None:
     async def healthy():
-        response = await _get(http, "/health")
+        response = await get_or_none(http, "/health")
         return response if response is not None and response.status_code == 200 else None
 
     response = await eventually(healthy, 60, "/health 200")
@@ -247,7 +216,7 @@ async def test_health_turns_unhealthy_with_the_last_error_while_joining_keeps_fa
            "KAFKA_HEARTBEAT_INTERVAL_MS": "500", "KAFKA_MAX_POLL_INTERVAL_MS": "60000"}
     async with running_worker(env, tmp_path) as (server, http, log_path):
         async def unhealthy_with_reason():
-            response = await _get(http, "/health")
+            response = await get_or_none(http, "/health")
             if response is None or response.status_code != 503:
                 return None
             return response if "unreachable" in response.json()["reason"] else None
@@ -261,7 +230,7 @@ async def test_health_turns_unhealthy_with_the_last_error_while_joining_keeps_fa
         mock_cluster.set_api_version(ApiKey.JOIN_GROUP, 0, 5)
 
         async def healthy():
-            response = await _get(http, "/health")
+            response = await get_or_none(http, "/health")
             return response if response is not None and response.status_code == 200 else None
 
         assert (await eventually(healthy, 30, "/health 200 after the fix")).json()["last_error"] is None

@@ -1,7 +1,11 @@
-"""process() killed with SIGKILL mid-run, then restarted (Apache Kafka 4.3.1, classic protocol, a
-static member so the restart takes its place at once; under KIP-848 the broker refuses the instance
-id, UNRELEASED_INSTANCE_ID, until the killed member's session lapses): every record is handled at least once, and
-the records handled again are exactly those the last commit (watermark plus metadata) did not cover."""
+"""process() killed with SIGKILL mid-run, then restarted (Apache Kafka 4.3.1), on both group
+protocols: every record is handled at least once, and the records handled again are exactly those
+the last commit (watermark plus metadata) did not cover.
+
+Classic: a static member, so the restart takes the killed member's place at once. KIP-848: the
+broker refuses a static member's instance id (UNRELEASED_INSTANCE_ID) while the killed member's
+session lasts, so the restart joins as a new, dynamic member; it is assigned the partitions when
+the killed member's session lapses (group.consumer.session.timeout.ms, 10 s on the test broker)."""
 
 from __future__ import annotations
 
@@ -52,15 +56,18 @@ def lines_of(path: Path) -> list[tuple[int, int]]:
     return [(int(p), int(o)) for p, o in (line.split() for line in path.read_text().splitlines() if line.strip())]
 
 
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
 async def test_a_killed_run_restarts_and_handles_again_only_what_the_commit_did_not_cover(
-        apache_kafka_broker: Any, unique_topic: str, unique_group: str, tmp_path: Path) -> None:
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, tmp_path: Path, group_protocol: str) -> None:
     broker = apache_kafka_broker
     create_topic(broker, unique_topic, partitions=PARTITIONS)
     produce(broker, unique_topic, [(f"k{i % KEYS}", str(i)) for i in range(RECORDS)], enable_idempotence=True)
     done_file = tmp_path / "done.txt"
     settings: dict[str, Any] = dict(
-        bootstrap_servers=broker.bootstrap_servers, group_id=unique_group, group_instance_id="worker-1",
-        enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500)
+        bootstrap_servers=broker.bootstrap_servers, group_id=unique_group, group_protocol=group_protocol,
+        enable_auto_commit=False, auto_offset_reset="earliest")
+    if group_protocol == "classic":
+        settings.update(group_instance_id="worker-1", session_timeout_ms=10000, heartbeat_interval_ms=500)
     child = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, unique_topic, str(done_file),
                                                  json.dumps(settings), start_new_session=True)
     try:
@@ -94,6 +101,7 @@ async def test_a_killed_run_restarts_and_handles_again_only_what_the_commit_did_
                       if o < (await consumer.end_offsets([tps[p]]))[tps[p]]}
         processor = Processor(consumer, handler, concurrency=20)
         task = asyncio.create_task(processor.run())
+        # KIP-848: about 10 s pass before the killed member's session lapses and the partitions move.
         await until(lambda: len(second) >= len(everything - covered) or task.done(), 60.0, "the rest handled")
         processor.stop()
         result = await asyncio.wait_for(task, 30.0)
@@ -106,5 +114,5 @@ async def test_a_killed_run_restarts_and_handles_again_only_what_the_commit_did_
     above = {(p, o) for p, o in covered if o >= committed[tps[p]].offset}  # what only the metadata covered
     assert result.skipped == len(above)
     assert above, "the slow records held the watermarks back: the metadata covered records above them"
-    report({"test": "processing-sigkill", "records": RECORDS, "first_run": len(first),
+    report({"test": "processing-sigkill", "group_protocol": group_protocol, "records": RECORDS, "first_run": len(first),
             "covered_by_commit": len(covered), "handled_again": len(again), "skipped_by_metadata": result.skipped})
