@@ -21,7 +21,7 @@ from .jobs import Counts, Job, PartitionWork, handle, lane_of
 from .listener import ProcessingListener
 from .metadata import Encoded
 from .progress import PartitionProgress
-from .settings import FailureHook, Handler, ProcessSettings
+from .settings import FailureHook, Handler, process_settings
 from .source import RecordSource
 
 log = logging.getLogger("aiokafka_lite.consumer.process")
@@ -47,7 +47,7 @@ class Processor:
     def __init__(self, consumer: RecordSource, handler: Handler, *, on_failure: FailureHook | None = None,
                  listener: ConsumerRebalanceListener | None = None, topics: Iterable[str] | None = None,
                  pattern: str | None = None, **settings: Any) -> None:
-        self.settings = ProcessSettings(**settings)
+        self.settings = process_settings(settings)
         self._consumer, self._handler, self._on_failure = consumer, handler, on_failure
         self._user_listener = listener
         self._topics, self._pattern = (list(topics) if topics is not None else None), pattern

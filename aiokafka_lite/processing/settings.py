@@ -4,9 +4,10 @@ Durations are seconds (floats), as every duration in the API; sizes are counts."
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from ..errors import InvalidArgumentError
@@ -57,6 +58,17 @@ class ProcessSettings:
     def backoff(self, retry: int) -> float:
         """The wait before retry number ``retry`` (1-based): exponential, capped."""
         return float(min(self.retry_backoff * 2.0 ** (retry - 1), self.retry_backoff_max))
+
+
+def process_settings(given: Mapping[str, Any]) -> ProcessSettings:
+    """ProcessSettings from process()'s keyword arguments: a name it does not know is refused with
+    the closest one (a misspelt setting must not fall back to its default unnoticed)."""
+    names = sorted(f.name for f in fields(ProcessSettings))
+    for name in sorted(set(given) - set(names)):
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"the settings are {', '.join(names)}"
+        raise InvalidArgumentError(f"process() has no setting {name!r}; {hint}")
+    return ProcessSettings(**given)
 
 
 def _int_at_least(name: str, value: object, low: int) -> None:

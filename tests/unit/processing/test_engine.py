@@ -470,6 +470,14 @@ def test_bad_settings_are_refused_by_name(setting, value):
                   **{k: v for k, v in {setting: value}.items() if k != "concurrency"})
 
 
+def test_a_misspelt_setting_is_refused_with_the_closest_name():
+    fake = FakeConsumer.with_records(partitions=1, per_partition=1, keys=1)
+    with pytest.raises(InvalidArgumentError, match="process\\(\\) has no setting 'concurency'; did you mean 'concurrency'"):
+        Processor(fake, Recorder(), concurency=4)
+    with pytest.raises(InvalidArgumentError, match="no setting 'colour'; the settings are commit_interval, concurrency"):
+        Processor(fake, Recorder(), colour="blue")
+
+
 @pytest.mark.asyncio
 async def test_unhashable_keys_are_refused_under_key_ordering():
     fake = FakeConsumer.with_records(partitions=1, per_partition=2, keys=1)
