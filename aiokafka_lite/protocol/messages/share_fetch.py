@@ -5,8 +5,8 @@ which offsets it acquired; the member acknowledges them (accept, release, reject
 on the next fetch, or with ShareAcknowledge. A share session (epoch 0 opens it, -1 closes it) keeps
 the partitions between requests, as a fetch session does. ``records`` decode as zero-copy memoryviews.
 
-v1 (Kafka 4.1) is the first stable version; v2 (Kafka 4.2, KIP-1206/KIP-1222) adds the acquire mode
-and renew acknowledgements. Kafka 4.3.1 serves v1-v2.
+v1 (Kafka 4.1) is the first stable version; v2 (KIP-1206, KIP-1222) adds the acquire mode and renew
+acknowledgements. Kafka 4.3.1 serves v1-v2.
 """
 
 from __future__ import annotations
