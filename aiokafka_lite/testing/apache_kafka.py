@@ -19,6 +19,12 @@ tokens against a JWKS needs ``aiokafka_lite.testing.oauth.allowed_urls_jvm_optio
 ``extra_classpath`` entries follow Kafka's jars on its class path (a plugin's classes, e.g. a
 ``metric.reporters`` class, or a test's own compiled callback handler named by a listener setting in
 ``extra_properties``).
+
+Share groups (KIP-932) work on a 4.x broker as started: formatting enables the ``share.version``
+feature, and ``SHARE_GROUP_TEST_PROPERTIES`` shortens their timings (heartbeat 500 ms, session
+10 s, acquisition lock 1 s, the shortest allowed). A share group starts at the log's end unless its
+``share.auto.offset.reset`` group config says ``earliest``; set it, or a longer lock for one group,
+with ``aiokafka_lite.testing.helpers.set_group_config``. ``extra_properties`` override any of them.
 """
 
 from __future__ import annotations
@@ -74,6 +80,21 @@ FAST_TEST_PROPERTIES: dict[str, str] = {
     "num.network.threads": "2",
     "num.io.threads": "4",
     "log.cleaner.dedupe.buffer.size": "8388608",
+}
+
+# KIP-932 share groups (Kafka 4.x; formatting a 4.3 cluster already enables the share.version
+# feature): test-friendly timings, the shortest the broker allows where it matters. 3.9.1's early
+# access share groups are left alone.
+SHARE_GROUP_TEST_PROPERTIES: dict[str, str] = {
+    "group.share.heartbeat.interval.ms": "500",
+    "group.share.min.heartbeat.interval.ms": "500",
+    "group.share.session.timeout.ms": "10000",
+    "group.share.min.session.timeout.ms": "1000",
+    # Acquired records are released for redelivery after this long without an acknowledgement.
+    "group.share.record.lock.duration.ms": "1000",
+    "group.share.min.record.lock.duration.ms": "1000",
+    # The share-group state topic has 50 partitions by default: slow to create on first use.
+    "share.coordinator.state.topic.num.partitions": "4",
 }
 
 _LOG4J2 = """\
@@ -303,6 +324,7 @@ class ApacheKafkaBroker:
                                                        {**protocols, "CONTROLLER": "PLAINTEXT"}.items()),
             "log.dirs": str(self._workdir() / "data"),
             **FAST_TEST_PROPERTIES,
+            **(SHARE_GROUP_TEST_PROPERTIES if int(self.version.split(".")[0]) >= 4 else {}),
             **self.node.properties,
             **self.extra_properties,
         }

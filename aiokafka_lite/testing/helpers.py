@@ -3,6 +3,7 @@
     create_topic(broker.bootstrap_servers, "orders", partitions=3)
     produce(broker.bootstrap_servers, "orders", [(b"k", b"v"), {"value": b"x", "partition": 2}])
     produce_transactional(bootstrap, "orders", records, commit=False)   # an aborted transaction
+    set_group_config(bootstrap, "workers", {"share.auto.offset.reset": "earliest"})
 
 ``confluent_kafka`` is imported when a helper is called, not when this module is imported.
 """
@@ -57,6 +58,19 @@ def create_topic(target: str | Any, name: str, partitions: int = 1, config: Mapp
     futures = client.create_topics([new_topic], operation_timeout=timeout, request_timeout=timeout)
     futures[name].result(timeout=timeout)
     _wait_for_leaders(client, name, partitions, timeout)
+
+
+def set_group_config(target: str | Any, group: str, config: Mapping[str, str], timeout: float = 30.0) -> None:
+    """Set a group's dynamic configs (KIP-848/KIP-932 group configs, e.g. ``share.auto.offset.reset``),
+    the group existing yet or not; other settings of the group are left as they are."""
+    admin = _confluent().admin
+    client = admin.AdminClient({"bootstrap.servers": _bootstrap_of(target)})
+    entries = [admin.ConfigEntry(name, value, incremental_operation=admin.AlterConfigOpType.SET)
+               for name, value in config.items()]
+    resource = admin.ConfigResource(admin.ResourceType.GROUP, group, incremental_configs=entries)
+    futures = client.incremental_alter_configs([resource], request_timeout=timeout)
+    for future in futures.values():
+        future.result(timeout=timeout)
 
 
 def _wait_for_leaders(client: Any, name: str, partitions: int, timeout: float) -> None:

@@ -24,6 +24,10 @@ from .produce import PRODUCE
 from .push_telemetry import PUSH_TELEMETRY
 from .sasl_authenticate import SASL_AUTHENTICATE
 from .sasl_handshake import SASL_HANDSHAKE
+from .share_acknowledge import SHARE_ACKNOWLEDGE
+from .share_fetch import SHARE_FETCH
+from .share_group_describe import SHARE_GROUP_DESCRIBE
+from .share_group_heartbeat import SHARE_GROUP_HEARTBEAT
 from .sync_group import SYNC_GROUP
 
 APIS_BY_KEY: dict[int, Api] = {
@@ -33,6 +37,7 @@ APIS_BY_KEY: dict[int, Api] = {
         JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
         SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, SASL_AUTHENTICATE, CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE, OFFSET_FOR_LEADER_EPOCH, GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY,
+        SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE,
     )
 }
 
@@ -59,5 +64,9 @@ __all__ = [
     "PUSH_TELEMETRY",
     "SASL_AUTHENTICATE",
     "SASL_HANDSHAKE",
+    "SHARE_ACKNOWLEDGE",
+    "SHARE_FETCH",
+    "SHARE_GROUP_DESCRIBE",
+    "SHARE_GROUP_HEARTBEAT",
     "SYNC_GROUP",
 ]

@@ -67,6 +67,10 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     69: ("ConsumerGroupDescribe", 0, 1, 0),
     71: ("GetTelemetrySubscriptions", 0, 0, 0),
     72: ("PushTelemetry", 0, 0, 0),
+    76: ("ShareGroupHeartbeat", 1, 1, 0),
+    77: ("ShareGroupDescribe", 1, 1, 1),
+    78: ("ShareFetch", 1, 2, 0),
+    79: ("ShareAcknowledge", 1, 2, 0),
 }
 
 ALL_VERSIONS = [
