@@ -22,9 +22,10 @@ tokens against a JWKS needs ``aiokafka_lite.testing.oauth.allowed_urls_jvm_optio
 
 Share groups (KIP-932) work on a 4.x broker as started: formatting enables the ``share.version``
 feature, and ``SHARE_GROUP_TEST_PROPERTIES`` shortens their timings (heartbeat 500 ms, session
-10 s, acquisition lock 1 s, the shortest allowed). A share group starts at the log's end unless its
-``share.auto.offset.reset`` group config says ``earliest``; set it, or a longer lock for one group,
-with ``aiokafka_lite.testing.helpers.set_group_config``. ``extra_properties`` override any of them.
+10 s) and lets a group's acquisition lock be as short as 1 s (Kafka's default of 30 s stays). A
+share group starts at the log's end unless its ``share.auto.offset.reset`` group config says
+``earliest``; set it, or a short lock for one group, with
+``aiokafka_lite.testing.helpers.set_group_config``. ``extra_properties`` override any of them.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ SHARE_GROUP_TEST_PROPERTIES: dict[str, str] = {
     "group.share.min.heartbeat.interval.ms": "500",
     "group.share.session.timeout.ms": "10000",
     "group.share.min.session.timeout.ms": "1000",
-    # Acquired records are released for redelivery after this long without an acknowledgement.
-    "group.share.record.lock.duration.ms": "1000",
+    # Acquired records are released for redelivery after the lock (30 s by default) lapses without an
+    # acknowledgement: a redelivery test sets its group's share.record.lock.duration.ms this short.
     "group.share.min.record.lock.duration.ms": "1000",
     # The share-group state topic has 50 partitions by default: slow to create on first use.
     "share.coordinator.state.topic.num.partitions": "4",

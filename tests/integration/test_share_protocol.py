@@ -30,8 +30,8 @@ from aiokafka_lite.testing.helpers import create_topic, produce, set_group_confi
 SHARE_APIS = (SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE)
 ACCEPT = 1
 DEADLINE = 30.0  # seconds for anything the broker does in the background (coordinator, assignment)
-# The broker's default acquisition lock is its shortest (1 s, see the fixture): this test's own group
-# gets a longer one, so a loaded machine cannot expire the locks between fetch and acknowledgement.
+# This test's group sets its own acquisition lock (the broker's is Kafka's 30 s): the answers must
+# carry it, and it is long enough that a loaded machine cannot expire a lock before the acknowledgement.
 LOCK_MS = 15000
 
 
