@@ -472,9 +472,11 @@ def test_bad_settings_are_refused_by_name(setting, value):
 
 def test_a_misspelt_setting_is_refused_with_the_closest_name():
     fake = FakeConsumer.with_records(partitions=1, per_partition=1, keys=1)
-    with pytest.raises(InvalidArgumentError, match="process\\(\\) has no setting 'concurency'; did you mean 'concurrency'"):
+    with pytest.raises(InvalidArgumentError,
+                       match=r"process\(\) has no setting 'concurency'; did you mean 'concurrency'"):
         Processor(fake, Recorder(), concurency=4)
-    with pytest.raises(InvalidArgumentError, match="no setting 'colour'; the settings are commit_interval, concurrency"):
+    with pytest.raises(InvalidArgumentError,
+                       match="no setting 'colour'; the settings are commit_interval, concurrency"):
         Processor(fake, Recorder(), colour="blue")
 
 
