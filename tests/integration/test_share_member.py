@@ -144,6 +144,24 @@ def broker_topic_id(described: list[dict[str, Any]]) -> Any:
     return entry["topic_id"]
 
 
+async def test_a_subscription_change_goes_out_and_the_new_topic_is_assigned_by_name(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str) -> None:
+    broker = apache_kafka_broker
+    other = f"{unique_topic}-more"
+    create_topic(broker, unique_topic)
+    async with asyncio.timeout(60), member_of(broker, unique_group, unique_topic) as member, \
+            cluster_of(broker) as watcher:
+        await polled_until(member, lambda: member.assignment() == {TopicPartition(unique_topic, 0)}, "the first topic")
+        epoch = member.member_epoch
+        create_topic(broker, other, partitions=2)  # unknown to the member's metadata until it asks
+        member.subscribe([unique_topic, other])
+        wanted = {TopicPartition(unique_topic, 0), TopicPartition(other, 0), TopicPartition(other, 1)}
+        await polled_until(member, lambda: member.assignment() == wanted, "both topics assigned, by name")
+        assert member.member_epoch > epoch
+        [described] = (await Observer(watcher, unique_group).members()).values()
+        assert sorted(described["subscribed_topic_names"]) == sorted([unique_topic, other])
+
+
 async def test_a_poll_lapse_leaves_at_the_deadline_warns_once_and_rejoins_on_the_next_poll(
         apache_kafka_broker: Any, unique_topic: str, unique_group: str, caplog: pytest.LogCaptureFixture) -> None:
     broker = apache_kafka_broker

@@ -126,6 +126,7 @@ class ShareMachine:
         """The membership is over (a fatal answer, or the shell found it so): close() only."""
         self.fatal = error
         self.handle(E.FATAL)
+        self.assignment = frozenset()
 
     def subscribe(self, topics: Iterable[str]) -> None:
         """A new subscription (not empty: an empty one is a leave, request_leave())."""

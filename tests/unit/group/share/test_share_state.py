@@ -181,6 +181,7 @@ def test_fatal_codes_end_the_membership_with_a_typed_error_saying_what_to_do(cod
     assert "the broker's words" in str(verdict.fatal)
     assert m.state is State.FATAL
     assert m.fatal is verdict.fatal
+    assert m.assignment == frozenset()
     assert not m.wants_heartbeat
 
 
