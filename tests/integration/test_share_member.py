@@ -162,6 +162,29 @@ async def test_a_subscription_change_goes_out_and_the_new_topic_is_assigned_by_n
         assert sorted(described["subscribed_topic_names"]) == sorted([unique_topic, other])
 
 
+@pytest.mark.parametrize("fence", ["epoch", "member_id"])
+async def test_a_fenced_member_rejoins_with_epoch_0(apache_kafka_broker: Any, unique_topic: str, unique_group: str,
+                                                    fence: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The broker fences a heartbeat at an epoch it did not give (FENCED_MEMBER_EPOCH) or from a
+    member it does not know (UNKNOWN_MEMBER_ID): the member rejoins at once with epoch 0."""
+    broker = apache_kafka_broker
+    create_topic(broker, unique_topic)
+    caplog.set_level(logging.INFO, logger="aiokafka_lite")
+    async with asyncio.timeout(60), member_of(broker, unique_group, unique_topic) as member:
+        await polled_until(member, lambda: member.in_group and bool(member.assignment()), "joined")
+        # Stand-ins for a session the broker ended: the next heartbeat carries what it never gave.
+        if fence == "epoch":
+            member.machine.member_epoch += 10
+        else:
+            member.machine.member_id = "unknown-to-the-broker-000"
+        await polled_until(member, lambda: member.machine.fenced == 1 and member.in_group
+                           and bool(member.assignment()), "fenced, then back in the group")
+        codes = [r.getMessage() for r in caplog.records if "no longer knows member" in r.getMessage()]
+        print(f"\n{fence}: {codes}; rejoined at epoch {member.member_epoch}")
+        assert len(codes) == 1
+        assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 async def test_a_poll_lapse_leaves_at_the_deadline_warns_once_and_rejoins_on_the_next_poll(
         apache_kafka_broker: Any, unique_topic: str, unique_group: str, caplog: pytest.LogCaptureFixture) -> None:
     broker = apache_kafka_broker

@@ -296,7 +296,7 @@ class ShareMember:
         elif verdict.retry:
             self._failed(BrokerError(verdict.code, f"ShareGroupHeartbeat for group {self.group_id!r}"), joining)
         else:
-            self._answered_ok(joining, verdict.fenced)
+            self._answered_ok(joining, verdict.code if verdict.fenced else None)
 
     def _failed(self, error: KafkaError, joining: bool) -> None:
         now = time.monotonic()
@@ -306,14 +306,15 @@ class ShareMember:
         self._backoff.failed(now)
         self._next_heartbeat = now + self._backoff.wait_time(now)
 
-    def _answered_ok(self, joining: bool, fenced: bool) -> None:
+    def _answered_ok(self, joining: bool, fenced: int | None) -> None:
+        """``fenced``: the fencing code (the broker dropped the member), else None."""
         m, now = self.machine, time.monotonic()
         self._last_answer = now
         self.heartbeat_failures.recovered()
         self._backoff.succeeded()
-        if fenced:
-            log.info("share group %s: the broker no longer knows member %s at this epoch; rejoining",
-                     self.group_id, m.member_id)
+        if fenced is not None:
+            log.info("share group %s: the broker no longer knows member %s at this epoch (%s); rejoining",
+                     self.group_id, m.member_id, BrokerError(fenced).name)
             self._next_heartbeat = now  # rejoin at once
             self._assignment_moved()
             return
