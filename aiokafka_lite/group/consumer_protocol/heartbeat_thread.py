@@ -52,8 +52,8 @@ from ..._net.options import ConnectionOptions
 from ...errors import KafkaError
 from ...liveness.timers import LivenessTimers
 from ...protocol.messages import CONSUMER_GROUP_HEARTBEAT
+from ..lapse import PollLapses
 from .errors import classify
-from .lapse import PollLapses
 from .state import keepalive_body
 
 log = logging.getLogger("aiokafka_lite.consumer")

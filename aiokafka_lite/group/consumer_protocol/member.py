@@ -36,12 +36,12 @@ from ...liveness.timers import LivenessTimers
 from ...protocol.messages import CONSUMER_GROUP_HEARTBEAT
 from ...structs import GroupMembershipOperation, OffsetAndMetadata, TopicPartition
 from ...subscription import SubscriptionType
+from ..lapse import PollLapses, watchdog_loop
 from ..member import GroupMember, MemberHost
 from ..tasks import cancel_and_await
 from .commits import MemberOffsets
 from .errors import UNSUPPORTED_VERSION, protocol_mismatch
 from .heartbeat_thread import Kip848HeartbeatThread, Outbox, ThreadCallbacks
-from .lapse import PollLapses, watchdog_loop
 from .reconcile import Reconciler
 from .state import (
     IN_GROUP,

@@ -24,7 +24,6 @@ will come back with the same instance id.
 
 from __future__ import annotations
 
-import base64
 import re
 import uuid
 from collections.abc import Callable, Mapping
@@ -35,6 +34,7 @@ from typing import Any
 from ...errors import IllegalStateError
 from ...structs import TopicPartition
 from ...subscription import SubscriptionState, SubscriptionType
+from ..member_ids import new_member_id
 from .errors import Verdict, classify
 
 JOIN_EPOCH = 0
@@ -116,11 +116,6 @@ class IllegalKip848Transition(IllegalStateError):
         super().__init__(f"KIP-848 member: event {event.name} is not allowed in state {state.name}")
         self.state = state
         self.event = event
-
-
-def new_member_id() -> str:
-    """A random id in Kafka's Uuid text form (URL-safe base64, no padding), as KIP-1082 asks."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 @dataclass(frozen=True)
