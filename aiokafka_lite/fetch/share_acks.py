@@ -56,6 +56,16 @@ def coalesce(decided: Mapping[int, int]) -> list[Batch]:
     return batches
 
 
+def expand(batches: Iterable[Batch]) -> dict[int, AckType]:
+    """Acknowledgement batches back to offset -> acknowledge type (``coalesce``'s inverse)."""
+    out: dict[int, AckType] = {}
+    for batch in batches:
+        types = batch["acknowledge_types"]
+        for i, offset in enumerate(range(batch["first_offset"], batch["last_offset"] + 1)):
+            out[offset] = AckType(types[0] if len(types) == 1 else types[i])
+    return out
+
+
 def _batch(first: int, types: list[int]) -> Batch:
     uniform = all(t == types[0] for t in types)
     return {"first_offset": first, "last_offset": first + len(types) - 1,
@@ -139,14 +149,11 @@ class ShareAcknowledgements:
         """Put back decisions ``take`` gave for a request the broker refused whole (its share session
         had ended): they go with the first request of the new session. Newer decisions win."""
         for tp, batches in taken.items():
-            for batch in batches:
-                types = batch["acknowledge_types"]
-                for i, offset in enumerate(range(batch["first_offset"], batch["last_offset"] + 1)):
-                    kind = AckType(types[0] if len(types) == 1 else types[i])
-                    if kind is AckType.RENEW:
-                        self._renewals.setdefault(tp, set()).add(offset)
-                    else:
-                        self._decided.setdefault(tp, {}).setdefault(offset, kind)
+            for offset, kind in expand(batches).items():
+                if kind is AckType.RENEW:
+                    self._renewals.setdefault(tp, set()).add(offset)
+                else:
+                    self._decided.setdefault(tp, {}).setdefault(offset, kind)
 
     def has_renewals(self, tps: Iterable[TopicPartition]) -> bool:
         return any(self._renewals.get(tp) for tp in tps)

@@ -30,6 +30,7 @@ from ..errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
+    UnsupportedVersionError,
     broker_error,
 )
 from ..protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
@@ -37,7 +38,7 @@ from ..structs import TopicPartition
 from .offset_lookup import ConnectionLike
 from .requests import FetchCluster
 from .responses import transient
-from .share_acks import AckType, Batch, ShareAcknowledgements
+from .share_acks import AckType, Batch, ShareAcknowledgements, coalesce, expand
 from .share_records import AcquiredRange, AcquiredRecords, ShareRecord
 from .share_requests import (
     LEADER_MOVED,
@@ -158,7 +159,8 @@ class ShareFetcher:
             version = conn.version_for(SHARE_FETCH, self._max_version)
             mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
             if mine - wanted and session.open:  # partitions no longer fetched from here: settle them alone
-                self._ack_results.update(await self._acknowledge(conn, node, mine - wanted, version))
+                settled = self._acks.take(mine - wanted, renewals=True)
+                self._ack_results.update(await self._acknowledge(conn, node, settled, version))
             plan = session.fetch_plan(wanted)
             taken = {} if plan.opens else self._acks.take(mine & wanted, renewals=False)
             ids = self._topic_ids(wanted | plan.forget | taken.keys())
@@ -368,7 +370,15 @@ class ShareFetcher:
         for tp in self._acks.pending():
             by_node.setdefault(self._acquired_from[tp], set()).add(tp)
         results: AckResults = {}
-        tasks = [asyncio.ensure_future(self._acknowledge_on(node, tps)) for node, tps in by_node.items()]
+        tasks = []
+        for node, tps in by_node.items():
+            session = self._sessions.get(node)
+            if session is None or not session.open:  # kept for the first fetch of a new session
+                results.update(dict.fromkeys(tps, broker_error(SHARE_SESSION_NOT_FOUND, f"acknowledging on {node}")))
+                continue
+            # Taken now, before a fetch task about to start can take them: they are this call's.
+            taken = self._acks.take(tps, renewals=True)
+            tasks.append(asyncio.ensure_future(self._acknowledge_on(node, taken)))
         try:
             async with asyncio.timeout(timeout):
                 for answer in await asyncio.gather(*tasks):
@@ -383,29 +393,34 @@ class ShareFetcher:
                     results.setdefault(tp, lapsed)
         return results
 
-    async def _acknowledge_on(self, node: int, tps: set[TopicPartition]) -> AckResults:
-        session = self._sessions.get(node)
-        if session is None or not session.open:  # kept for the first fetch of a new session
-            return dict.fromkeys(tps, broker_error(SHARE_SESSION_NOT_FOUND, f"acknowledging on broker {node}"))
+    async def _acknowledge_on(self, node: int, taken: dict[TopicPartition, list[Batch]],
+                              epoch: int | None = None) -> AckResults:
         try:
             conn: ConnectionLike = await self._cluster.connection(node, timeout=self._request_timeout)
-            return await self._acknowledge(conn, node, tps, conn.version_for(SHARE_ACKNOWLEDGE, self._max_version))
+            version = conn.version_for(SHARE_ACKNOWLEDGE, self._max_version)
+            return await self._acknowledge(conn, node, taken, version, epoch)
         except Exception as exc:
-            return dict.fromkeys(tps, _as_kafka_error(exc))
+            return dict.fromkeys(taken, _as_kafka_error(exc))
 
-    async def _acknowledge(self, conn: ConnectionLike, node: int, tps: set[TopicPartition], version: int,
-                           epoch: int | None = None) -> AckResults:
-        """One ShareAcknowledge to ``node`` carrying the decisions for ``tps`` (``epoch``: -1 closes)."""
+    async def _acknowledge(self, conn: ConnectionLike, node: int, taken: dict[TopicPartition, list[Batch]],
+                           version: int, epoch: int | None = None) -> AckResults:
+        """One ShareAcknowledge to ``node`` carrying ``taken`` (``epoch``: -1 closes the session)."""
         session = self._sessions[node]
-        renew = version >= RENEW_VERSION and self._acks.has_renewals(tps)
-        taken = self._acks.take(tps, renewals=renew)
-        epoch = session.acknowledge_epoch() if epoch is None else epoch
+        results: AckResults = {}
+        renewing = {tp for tp, batches in taken.items() if AckType.RENEW in expand(batches).values()}
+        if renewing and version < RENEW_VERSION:  # the broker has no RENEW: the rest go, the renewals not
+            for tp in renewing:
+                kept = {o: t for o, t in expand(taken.pop(tp)).items() if t is not AckType.RENEW}
+                if kept:
+                    taken[tp] = coalesce(kept)
+                results[tp] = UnsupportedVersionError(f"broker {node} cannot renew acquisition locks (v{version})")
         if not taken and epoch != FINAL_EPOCH:
-            return {}
+            return results
         ids = self._topic_ids(taken)
+        epoch = session.acknowledge_epoch() if epoch is None else epoch
         try:
             response = await conn.send(SHARE_ACKNOWLEDGE, version,
-                                       self._settings.acknowledge_body(epoch, taken, ids, renew=renew),
+                                       self._settings.acknowledge_body(epoch, taken, ids, renew=bool(renewing)),
                                        timeout=self._request_timeout + self._settings.max_wait_ms / 1000)
         except BaseException:
             session.reset()
@@ -415,12 +430,11 @@ class ShareFetcher:
             session.answered(code)
             if epoch != FINAL_EPOCH and not session.open:  # the session ended: they go with the next one
                 self._acks.restore(taken)
-            return dict.fromkeys(taken, broker_error(code, f"ShareAcknowledge to broker {node}"))
-        results: AckResults = dict.fromkeys(taken)
+            return {**results, **dict.fromkeys(taken, broker_error(code, f"ShareAcknowledge to broker {node}"))}
         for tp, part in answered_partitions(response, {v: k for k, v in ids.items()}):
-            if tp in results:
+            if tp in taken:
                 results[tp] = ack_outcome(part["error_code"], f"acknowledging {tp}")
-        return results
+        return {**dict.fromkeys(taken), **results}
 
     # ------------------------------------------------------------------ closing
 
@@ -446,7 +460,11 @@ class ShareFetcher:
         self._buffer.clear()
         self._ready.set()
         results: AckResults = {}
-        ends = [asyncio.ensure_future(self._end_session(node)) for node, s in self._sessions.items() if s.open]
+        ends = []
+        for node, session in self._sessions.items():
+            if session.open:
+                mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
+                ends.append(asyncio.ensure_future(self._end_session(node, self._acks.take(mine, renewals=False))))
         try:
             async with asyncio.timeout(timeout):
                 for answer in await asyncio.gather(*ends):
@@ -458,15 +476,9 @@ class ShareFetcher:
             log.info("share sessions not all closed within %s s", timeout)
         return results
 
-    async def _end_session(self, node: int) -> AckResults:
-        tps = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
+    async def _end_session(self, node: int, taken: dict[TopicPartition, list[Batch]]) -> AckResults:
         try:
-            conn: ConnectionLike = await self._cluster.connection(node, timeout=self._request_timeout)
-            return await self._acknowledge(conn, node, tps, conn.version_for(SHARE_ACKNOWLEDGE, self._max_version),
-                                           epoch=FINAL_EPOCH)
-        except Exception as exc:
-            log.info("closing the share session on broker %d failed: %s", node, exc)
-            return dict.fromkeys(tps, _as_kafka_error(exc))
+            return await self._acknowledge_on(node, taken, FINAL_EPOCH)
         finally:
             self._sessions[node].close()
 
