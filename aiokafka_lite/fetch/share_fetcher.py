@@ -109,6 +109,10 @@ class ShareFetcher:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    def has_buffered(self) -> bool:
+        """Acquired records (or an error) wait to be handed out."""
+        return bool(self._buffer or self._errors)
+
     # ------------------------------------------------------------------ assignment
 
     def assign(self, tps: Iterable[TopicPartition]) -> None:
@@ -431,10 +435,12 @@ class ShareFetcher:
             if epoch != FINAL_EPOCH and not session.open:  # the session ended: they go with the next one
                 self._acks.restore(taken)
             return {**results, **dict.fromkeys(taken, broker_error(code, f"ShareAcknowledge to broker {node}"))}
+        answered: AckResults = dict.fromkeys(taken)
         for tp, part in answered_partitions(response, {v: k for k, v in ids.items()}):
             if tp in taken:
-                results[tp] = ack_outcome(part["error_code"], f"acknowledging {tp}")
-        return {**dict.fromkeys(taken), **results}
+                answered[tp] = ack_outcome(part["error_code"], f"acknowledging {tp}")
+        # A partition whose renewals could not go reports that, unless the rest failed too.
+        return {**results, **{tp: error for tp, error in answered.items() if error is not None or tp not in results}}
 
     # ------------------------------------------------------------------ closing
 

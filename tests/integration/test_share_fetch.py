@@ -215,6 +215,34 @@ async def test_rejected_record_never_comes_back(apache_kafka_broker, conn, clust
         await member.leave()
 
 
+async def test_renewing_keeps_the_lock_past_its_duration(apache_kafka_broker, conn, cluster):
+    topic, group, tp = await _setup(apache_kafka_broker, cluster, [b"long job"], lock_ms=2000)
+    member, fetcher = await _joined(conn, cluster, group, topic, explicit=True)
+    try:
+        loop = asyncio.get_running_loop()
+        [record] = await _poll(fetcher)
+        acquired = loop.time()
+        assert (record.offset, record.value, record.delivery_count) == (0, b"long job", 1)
+        renewals = []
+        while loop.time() - acquired < 4.5:  # more than two lock durations
+            fetcher.acknowledge(record, AckType.RENEW)
+            renewals.append(await fetcher.commit(10.0))  # ShareAcknowledge v2, is_renew_ack
+            await asyncio.sleep(0.4)
+        held = loop.time() - acquired
+        assert not fetcher.has_buffered()  # the lock never lapsed: our own fetches did not get it again
+        fetcher.acknowledge(record, AckType.ACCEPT)
+        accepted = await fetcher.commit(10.0)
+        later = await _poll(fetcher, 2.5)
+        print(f"\n2 s lock renewed {len(renewals)} times over {held:.1f} s: {set(map(str, renewals))}; "
+              f"then accepted: {accepted}; {len(later)} records in the next 2.5 s")
+        assert renewals == [{tp: None}] * len(renewals)
+        assert accepted == {tp: None}
+        assert later == []
+    finally:
+        await fetcher.close(10.0)
+        await member.leave()
+
+
 def _raw_fetch_body(group: str, member_id: str, epoch: int, topics: list[dict[str, Any]],
                     max_wait_ms: int = 0) -> dict[str, Any]:
     return {"group_id": group, "member_id": member_id, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,

@@ -347,3 +347,33 @@ async def test_an_empty_answer_at_once_backs_off_instead_of_looping() -> None:
         assert 2 <= len(cluster.sent(SHARE_FETCH)) <= 8  # ~one per 50 ms backoff, not 50 at once
     finally:
         await fetcher.close(1.0)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_renewals_go_alone_with_is_renew_ack_and_only_to_v2_brokers(version: int) -> None:
+    cluster = FakeCluster({T0: 1})
+    cluster.version = version
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 2), [(0, 1, 1)])))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        first, second = (await records_of(fetcher))[T0]
+        await until_requests(cluster, SHARE_FETCH, 2)
+        fetcher.acknowledge(first, AckType.RENEW)
+        fetcher.acknowledge(second, AckType.ACCEPT)
+        cluster.answer(SHARE_ACKNOWLEDGE, ack_answer((0, 0)))
+        results = await fetcher.commit(5.0)
+        [ack] = cluster.sent(SHARE_ACKNOWLEDGE)
+        if version == 2:
+            assert results == {T0: None}
+            assert ack["is_renew_ack"] is True
+            assert acks_in(ack) == {0: [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [4, 1]}]}
+        else:
+            assert type(results[T0]).__name__ == "UnsupportedVersionError"
+            assert acks_in(ack) == {0: [{"first_offset": 1, "last_offset": 1, "acknowledge_types": [1]}]}
+        with pytest.raises(IllegalStateError, match="not acknowledged"):
+            fetcher.fetched_records(10)  # a renewed record still awaits its decision
+        fetcher.acknowledge(first, AckType.ACCEPT)
+        assert fetcher.fetched_records(10) == {}
+    finally:
+        await fetcher.close(1.0)
