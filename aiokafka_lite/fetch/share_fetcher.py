@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from .._net.backoff import Backoff
 from .._net.metadata import BrokerInfo
@@ -47,6 +47,7 @@ from .share_requests import (
     ShareFetchSettings,
     ack_outcome,
     answered_partitions,
+    as_kafka_error,
 )
 from .share_session import FINAL_EPOCH, SHARE_SESSION_NOT_FOUND, ShareSession
 
@@ -55,15 +56,10 @@ log = logging.getLogger("aiokafka_lite.share.fetcher")
 AckResults = dict[TopicPartition, KafkaError | None]
 
 
-class ShareCluster(FetchCluster, Protocol):
-    """What share fetching needs of ``_net.cluster.Cluster``: FetchCluster's leaders, topic ids,
-    connections, metadata refresh and leader hints."""
-
-
 class ShareFetcher:
     """Fetches the records a share group member acquires, hands them out, and acknowledges them."""
 
-    def __init__(self, cluster: ShareCluster, *, group_id: str, member_id: str, explicit: bool = False,
+    def __init__(self, cluster: FetchCluster, *, group_id: str, member_id: str, explicit: bool = False,
                  max_wait_ms: int = 500, min_bytes: int = 1, max_bytes: int = 52_428_800,
                  max_records: int = 500, request_timeout: float = 30.0, check_crcs: bool = True,
                  retry_backoff: float = 0.1, retry_backoff_max: float = 1.0,
@@ -150,7 +146,18 @@ class ShareFetcher:
             self._in_flight[node] = loop.create_task(self._fetch(node, wanted),
                                                      name=f"aiokafka-lite share fetch from broker {node}")
             started += 1
+        for node, session in self._sessions.items():  # no partition fetched there now: settle alone
+            mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
+            if mine and session.open and node not in by_node and node not in self._in_flight:
+                self._in_flight[node] = loop.create_task(self._settle(node, self._acks.take(mine, renewals=True)),
+                                                         name=f"aiokafka-lite share acknowledge to broker {node}")
         return started
+
+    async def _settle(self, node: int, taken: dict[TopicPartition, list[Batch]]) -> None:
+        try:
+            self._ack_results.update(await self._acknowledge_on(node, taken))
+        finally:
+            self._in_flight.pop(node, None)
 
     async def _fetch(self, node: int, wanted: set[TopicPartition]) -> None:
         loop = asyncio.get_running_loop()
@@ -174,7 +181,7 @@ class ShareFetcher:
             self._succeeded(node)
         except Exception as exc:
             session.reset()
-            self._ack_results.update(dict.fromkeys(taken, _as_kafka_error(exc)))
+            self._ack_results.update(dict.fromkeys(taken, as_kafka_error(exc)))
             self._failed(node, exc)
         except BaseException:  # cancelled: whether the broker applied the request is unknown
             session.reset()
@@ -256,7 +263,7 @@ class ShareFetcher:
         delay = backoff.delay()
         log.info("share fetch from broker %d failed: %s; retrying in %.3f s", node, exc, delay)
         if not transient(exc):  # said once by the next fetched_records(); retried all the same
-            self._errors.append(_as_kafka_error(exc))
+            self._errors.append(as_kafka_error(exc))
             self._ready.set()
         self._refresh_needed = True
         self._retry_later(node, delay)
@@ -404,7 +411,7 @@ class ShareFetcher:
             version = conn.version_for(SHARE_ACKNOWLEDGE, self._max_version)
             return await self._acknowledge(conn, node, taken, version, epoch)
         except Exception as exc:
-            return dict.fromkeys(taken, _as_kafka_error(exc))
+            return dict.fromkeys(taken, as_kafka_error(exc))
 
     async def _acknowledge(self, conn: ConnectionLike, node: int, taken: dict[TopicPartition, list[Batch]],
                            version: int, epoch: int | None = None) -> AckResults:
@@ -487,7 +494,3 @@ class ShareFetcher:
             return await self._acknowledge_on(node, taken, FINAL_EPOCH)
         finally:
             self._sessions[node].close()
-
-
-def _as_kafka_error(exc: BaseException) -> KafkaError:
-    return exc if isinstance(exc, KafkaError) else KafkaError(f"{type(exc).__name__}: {exc}")

@@ -97,3 +97,8 @@ def answered_partitions(response: Mapping[str, Any], names: Mapping[uuid.UUID, s
 def ack_outcome(code: int, what: str) -> KafkaError | None:
     """A partition's acknowledgement result as the caller sees it (None: done)."""
     return broker_error(code, what) if code else None
+
+
+def as_kafka_error(exc: BaseException) -> KafkaError:
+    """``exc`` as this library's error, for a result map."""
+    return exc if isinstance(exc, KafkaError) else KafkaError(f"{type(exc).__name__}: {exc}")

@@ -67,6 +67,7 @@ class FakeConnection:
     async def send(self, api: Api, version: int, body: Mapping[str, Any], *, timeout: float | None) -> dict[str, Any]:
         _v, _cid, decoded = decode_request(api, encode_request(api, version, 7, "test", body)[4:])
         self.cluster.requests.append((api.key, self.node_id, decoded))
+        self.cluster.timeouts.append((api.key, timeout))
         self.cluster.activity.set()
         queue = self.cluster.answers[api.key]
         if api is SHARE_ACKNOWLEDGE and not queue:
@@ -84,6 +85,7 @@ class FakeCluster:
         self.version = 2
         self.answers: dict[int, list[dict[str, Any]]] = {SHARE_FETCH.key: [], SHARE_ACKNOWLEDGE.key: []}
         self.requests: list[tuple[int, int, dict[str, Any]]] = []
+        self.timeouts: list[tuple[int, float | None]] = []
         self.more = asyncio.Event()
         self.activity = asyncio.Event()  # a request went out, or metadata was refreshed
         self.hints: list[tuple[TopicPartition, int, int]] = []
@@ -100,6 +102,7 @@ class FakeCluster:
     def apply_leader_hint(self, tp: TopicPartition, leader_id: int, leader_epoch: int,
                           endpoints: Mapping[int, Any]) -> bool:
         self.hints.append((tp, leader_id, leader_epoch))
+        self.endpoints = dict(endpoints)
         if self.take_hints:
             self.leaders[tp] = leader_id
         return self.take_hints
@@ -312,6 +315,7 @@ async def test_not_leader_takes_the_named_leader_or_refreshes_metadata() -> None
         fetcher.assign([T0, T1])
         await until_requests(cluster, SHARE_FETCH, 3)
         assert cluster.hints[0] == (T0, 2, 5)
+        assert (cluster.endpoints[2].host, cluster.endpoints[2].port) == ("h2", 9092)  # from node_endpoints
         assert {node for key, node, _ in cluster.requests[1:]} == {1, 2}  # T0 went to broker 2 at once
         async with asyncio.timeout(5.0):
             while cluster.refreshes == 0:
@@ -377,3 +381,37 @@ async def test_renewals_go_alone_with_is_renew_ack_and_only_to_v2_brokers(versio
         assert fetcher.fetched_records(10) == {}
     finally:
         await fetcher.close(1.0)
+
+
+async def test_a_broker_left_without_partitions_gets_the_decisions_alone() -> None:
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 2), [(0, 1, 1)])))
+    fetcher = fetcher_for(cluster)
+    try:
+        fetcher.assign([T0])
+        assert [r.offset for r in (await records_of(fetcher))[T0]] == [0, 1]
+        await until_requests(cluster, SHARE_FETCH, 2)  # the next fetch, built before the decisions
+        assert fetcher.fetched_records(10) == {}  # accepts 0-1
+        cluster.answer(SHARE_FETCH, fetch_answer())  # broker 1's fetch in flight ends empty ...
+        fetcher.assign([])  # ... and T0 is no longer ours: broker 1 has nothing to fetch
+        [ack] = await until_requests(cluster, SHARE_ACKNOWLEDGE, 1)
+        assert ack["share_session_epoch"] > 0
+        assert acks_in(ack) == {0: [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}]}
+        async with asyncio.timeout(5.0):
+            while not (results := fetcher.take_acknowledgement_results()):
+                await fetcher.wait_for_data(0.01)
+        assert results == {T0: None}
+    finally:
+        await fetcher.close(1.0)
+
+
+async def test_every_request_is_bounded_and_close_cancels_the_long_poll() -> None:
+    cluster = FakeCluster({T0: 1})
+    fetcher = ShareFetcher(cluster, group_id="g", member_id="m", max_wait_ms=400, request_timeout=7.0)
+    fetcher.assign([T0])
+    await until_requests(cluster, SHARE_FETCH, 1)  # held by the silent fake broker
+    assert fetcher.in_flight() == 1
+    await fetcher.close(1.0)
+    assert fetcher.in_flight() == 0
+    assert cluster.timeouts == [(SHARE_FETCH.key, 7.4)]  # the request timeout plus the long poll
+    assert fetcher.send_fetches() == 0  # closed
