@@ -158,6 +158,23 @@ class ShareAcknowledgements:
     def has_renewals(self, tps: Iterable[TopicPartition]) -> bool:
         return any(self._renewals.get(tp) for tp in tps)
 
+    def reacquired(self, tp: TopicPartition, offsets: Iterable[int]) -> int:
+        """``offsets`` of ``tp`` were acquired for us again: their lock had lapsed, so a decision
+        not yet sent would settle the new delivery, and the old one awaits none. Both are dropped;
+        returns how many."""
+        dropped = 0
+        delivered, decided, renewals = self._delivered.get(tp), self._decided.get(tp), self._renewals.get(tp)
+        if not (delivered or decided or renewals):
+            return 0
+        for offset in offsets:
+            for held in (delivered, renewals):
+                if held and offset in held:
+                    held.discard(offset)
+                    dropped += held is delivered
+            if decided and decided.pop(offset, None) is not None:
+                dropped += 1
+        return dropped
+
     def forget(self, tps: Iterable[TopicPartition]) -> int:
         """Drop everything about ``tps`` (the partition left the assignment, or its share session
         ended: the broker releases what it had acquired for us); returns how many decisions were lost."""

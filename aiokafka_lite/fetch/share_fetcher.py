@@ -242,6 +242,8 @@ class ShareFetcher:
             self._acks.release(tp, (o for r in acquired for o in range(r.first_offset, r.last_offset + 1)))
             return False
         self._acquired_from[tp] = node
+        if self._acks.reacquired(tp, (o for r in acquired for o in range(r.first_offset, r.last_offset + 1))):
+            log.info("records of %s came back to this member after their locks lapsed: earlier decisions dropped", tp)
         self._buffer[tp] = AcquiredRecords(tp, node, part["records"], acquired, deadline, check_crcs=self._check_crcs)
         return True
 

@@ -19,6 +19,7 @@ import pytest_asyncio
 from aiokafka_lite._net.cluster import Cluster
 from aiokafka_lite._net.connection import Connection
 from aiokafka_lite._net.options import ConnectionOptions
+from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.fetch.share_acks import AckType
 from aiokafka_lite.fetch.share_fetcher import ShareFetcher
 from aiokafka_lite.fetch.share_records import ShareRecord
@@ -292,6 +293,31 @@ async def test_a_lapsed_lock_brings_the_record_back(apache_kafka_broker, conn, c
         await fetcher.close(10.0)
         await b.leave()
         await a.leave()
+
+
+async def test_a_lapsed_lock_hands_the_record_to_the_same_member_again(apache_kafka_broker, conn, cluster):
+    topic, group, tp = await _setup(apache_kafka_broker, cluster, [b"forgotten"], lock_ms=1000)
+    member, fetcher = await _joined(conn, cluster, group, topic, explicit=True)
+    try:
+        loop = asyncio.get_running_loop()
+        [first] = await _poll(fetcher)
+        acquired = loop.time()
+        assert (first.offset, first.delivery_count) == (0, 1)
+        # Never decided: once its lock lapses, our own fetch in flight acquires it again; the stale
+        # delivery then awaits no decision, so explicit mode hands out the new one.
+        [second] = await _poll(fetcher)
+        came_back = loop.time() - acquired
+        print(f"\n1 s lock, one member: offset 0 came back after {came_back:.2f} s with delivery count "
+              f"{second.delivery_count}")
+        assert (second.offset, second.value, second.delivery_count) == (0, b"forgotten", 2)
+        assert came_back >= 0.9
+        with pytest.raises(IllegalStateError):  # the new delivery awaits its decision
+            fetcher.fetched_records(1)
+        fetcher.acknowledge(second, AckType.ACCEPT)
+        assert await fetcher.commit(10.0) == {tp: None}
+    finally:
+        await fetcher.close(10.0)
+        await member.leave()
 
 
 async def test_close_ends_the_share_session(apache_kafka_broker, conn, cluster):

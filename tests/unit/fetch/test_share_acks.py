@@ -191,3 +191,14 @@ def test_max_records_leaves_the_rest_remaining() -> None:
     assert [r.offset for r in records] == [0, 1, 2, 3]
     assert acquired.remaining() == [4, 5]
     assert not acquired.exhausted
+
+
+def test_reacquired_offsets_drop_stale_decisions_and_waits() -> None:
+    acks = ShareAcknowledgements()
+    acks.delivered(T0, [0, 1, 2, 3])
+    acks.acknowledge(T0, 0, ACCEPT)
+    acks.acknowledge(T0, 1, RENEW)
+    assert acks.reacquired(T0, [0, 1, 2]) == 3  # the decision for 0, the waits of 1 and 2
+    assert acks.undecided() == 1  # 3 still awaits its decision
+    assert acks.take([T0], renewals=True) == {}
+    assert acks.reacquired(T1, [0]) == 0
