@@ -170,8 +170,8 @@ class ShareFetcher:
             version = conn.version_for(SHARE_FETCH, self._max_version)
             mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
             if mine - wanted and session.open:  # partitions no longer fetched from here: settle them alone
-                settled = self._acks.take(mine - wanted, renewals=True)
-                self._ack_results.update(await self._acknowledge(conn, node, settled, version))
+                taken = self._acks.take(mine - wanted, renewals=True)
+                self._ack_results.update(await self._acknowledge(conn, node, taken, version))
             plan = session.fetch_plan(wanted)
             taken = {} if plan.opens else self._acks.take(mine & wanted, renewals=False)
             ids = self._topic_ids(wanted | plan.forget | taken.keys())
