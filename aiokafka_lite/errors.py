@@ -326,8 +326,13 @@ BROKER_ERRORS: dict[int, ErrorSpec] = {
     118: _e("TELEMETRY_TOO_LARGE", False),
     119: _e("INVALID_REGISTRATION", False),
     120: _e("TRANSACTION_ABORTABLE", False),
+    121: _e("INVALID_RECORD_STATE", False, "the record is not acquired by this member (lock lapsed, or acknowledged)"),
+    122: _e("SHARE_SESSION_NOT_FOUND", True, "the broker has no share session for this member"),
+    123: _e("INVALID_SHARE_SESSION_EPOCH", True, "the share session's epoch is not the one the broker expects"),
+    124: _e("FENCED_STATE_EPOCH", False),
     128: _e("INVALID_REGULAR_EXPRESSION", False, "the broker cannot use the subscribed topic regex"),
     129: _e("REBOOTSTRAP_REQUIRED", False, "the client's metadata is stale: bootstrap again (KIP-1102)"),
+    133: _e("SHARE_SESSION_LIMIT_REACHED", True, "the broker holds as many share sessions as it may"),
 }
 
 ERROR_CODE_BY_NAME: dict[str, int] = {spec.name: code for code, spec in BROKER_ERRORS.items()}
