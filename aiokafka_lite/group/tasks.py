@@ -1,9 +1,29 @@
-"""Stopping the background tasks a member owns."""
+"""The background tasks a member owns: their wake-up, and stopping them."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 from collections.abc import Iterable
+
+
+class Wakeup:
+    """What a member's background loop sleeps on: up to a delay, or until poked (the membership
+    changed, so the loop plans again)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def poke(self) -> None:
+        self._event.set()
+
+    async def sleep(self, delay: float) -> None:
+        """Up to ``delay`` seconds (math.inf: until poked); a poke before the call does not count."""
+        self._event.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(None if math.isinf(delay) else max(delay, 0.0)):
+                await self._event.wait()
 
 
 async def cancel_and_await(tasks: Iterable[asyncio.Task[None]]) -> None:

@@ -12,16 +12,14 @@ Fatal errors are stored and raised from the next poll(); nothing here raises int
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import math
 from collections.abc import Callable
 from enum import Enum
 
 from ..._net.failure_log import FailureLog
 from ...errors import BrokerError, KafkaError, broker_error
 from ...liveness.timers import LivenessTimers
-from ..tasks import cancel_and_await
+from ..tasks import Wakeup, cancel_and_await
 from .codes import (
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
@@ -44,7 +42,7 @@ class LivenessTasks:
         self.timers = timers
         self.clock = clock
         self.fatal_error: BaseException | None = None
-        self.wake = asyncio.Event()  # set when membership changes, so sleeping loops re-plan
+        self.wake = Wakeup()  # poked when membership changes, so sleeping loops re-plan
         self._tasks: list[asyncio.Task[None]] = []
         # metrics
         self.heartbeats_sent = 0
@@ -65,17 +63,10 @@ class LivenessTasks:
         await cancel_and_await(tasks)
 
     def poke(self) -> None:
-        self.wake.set()
+        self.wake.poke()
 
     def apply_pending(self) -> None:
         """Nothing to apply: the tasks change the membership directly (see HeartbeatThread)."""
-
-    async def _sleep(self, delay: float) -> None:
-        """Sleep up to delay seconds, or until poked."""
-        self.wake.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(None if math.isinf(delay) else max(delay, 0.0)):
-                await self.wake.wait()
 
     # ------------------------------------------------------------ heartbeat
 
@@ -84,7 +75,7 @@ class LivenessTasks:
         while self.fatal_error is None:
             now = self.clock()
             if not membership.is_stable or not self.timers.has_session:
-                await self._sleep(self.timers.heartbeat_interval)
+                await self.wake.sleep(self.timers.heartbeat_interval)
                 continue
             if self.timers.session_expired(now):
                 self.failure_log.failed(session_expired_message(self.group), now)
@@ -92,7 +83,7 @@ class LivenessTasks:
                 self.timers.reset_session(now)
             delay = self.timers.time_to_next_heartbeat(now)
             if delay > 0:
-                await self._sleep(delay)
+                await self.wake.sleep(delay)
                 continue
             await self._heartbeat_once()
 
@@ -131,11 +122,11 @@ class LivenessTasks:
         membership = self.group.membership
         while self.fatal_error is None:
             if not membership.is_stable:
-                await self._sleep(self.timers.max_poll_interval)
+                await self.wake.sleep(self.timers.max_poll_interval)
                 continue
             delay = self.timers.time_to_poll_deadline(self.clock())
             if delay > 0:
-                await self._sleep(delay)
+                await self.wake.sleep(delay)
                 continue
             await self._leave_on_lapse()
 

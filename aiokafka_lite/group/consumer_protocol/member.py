@@ -38,7 +38,7 @@ from ...structs import GroupMembershipOperation, OffsetAndMetadata, TopicPartiti
 from ...subscription import SubscriptionType
 from ..lapse import PollLapses, watchdog_loop
 from ..member import GroupMember, MemberHost
-from ..tasks import cancel_and_await
+from ..tasks import Wakeup, cancel_and_await
 from .commits import MemberOffsets
 from .errors import UNSUPPORTED_VERSION, protocol_mismatch
 from .heartbeat_thread import Kip848HeartbeatThread, Outbox, ThreadCallbacks
@@ -82,7 +82,7 @@ class Kip848Member(GroupMember):
         self._fatal: BaseException | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._topics_unchecked = True  # the subscribed names are checked against metadata in poll()
-        self._wake = asyncio.Event()
+        self._wake = Wakeup()
         self._answer_waiters: list[asyncio.Future[None]] = []  # commit retries after STALE_MEMBER_EPOCH
         self._send_lock = asyncio.Lock()  # one heartbeat (or the leave) in flight at a time
         self._next_heartbeat = 0.0  # monotonic
@@ -208,7 +208,7 @@ class Kip848Member(GroupMember):
     def _poke(self, now: bool = False) -> None:
         if now:
             self._next_heartbeat = 0.0
-        self._wake.set()
+        self._wake.poke()
         self._publish(now)
 
     def _publish(self, now: bool = False) -> None:
@@ -224,20 +224,14 @@ class Kip848Member(GroupMember):
         return Outbox(address, m.heartbeat_request(), owned_field(m.owned),
                       leave_body(self.group_id, m.member_id, m.instance_id), watch=m.state in IN_GROUP)
 
-    async def _sleep(self, delay: float) -> None:
-        self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(None if math.isinf(delay) else max(delay, 0.0)):
-                await self._wake.wait()
-
     async def _heartbeat_loop(self) -> None:
         while self._fatal is None:
             if self.machine.state not in IN_GROUP:
-                await self._sleep(math.inf)
+                await self._wake.sleep(math.inf)
                 continue
             delay = self._next_heartbeat - time.monotonic()
             if delay > 0:
-                await self._sleep(delay)
+                await self._wake.sleep(delay)
                 continue
             await self._heartbeat_once()
 
@@ -253,7 +247,7 @@ class Kip848Member(GroupMember):
                     await asyncio.sleep(self._next_heartbeat - time.monotonic())
                     continue
                 self._publish(now=True)
-            await self._sleep(math.inf)
+            await self._wake.sleep(math.inf)
 
     async def _heartbeat_once(self) -> None:
         m = self.machine
@@ -274,7 +268,7 @@ class Kip848Member(GroupMember):
         self._wake_commits()
         if verdict.rediscover:
             self.cluster.mark_coordinator_dead(self.group_id)
-            self._wake.set()
+            self._wake.poke()
         if verdict.retry:
             self._failed(BrokerError(verdict.code, "ConsumerGroupHeartbeat"), joining)
         elif verdict.fatal is not None:

@@ -15,7 +15,6 @@ assignment() / assignment_by_id() for what to fetch, member_id for ShareFetch, l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import threading
@@ -33,7 +32,7 @@ from ...liveness.timers import LivenessTimers
 from ...protocol.messages import SHARE_GROUP_HEARTBEAT
 from ...structs import TopicPartition
 from ..lapse import PollLapses, watchdog_loop
-from ..tasks import cancel_and_await
+from ..tasks import Wakeup, cancel_and_await
 from .errors import no_share_groups
 from .state import IN_GROUP, ShareMachine, State
 
@@ -90,7 +89,7 @@ class ShareMember:
         self._fatal: BaseException | None = None
         self._closed = False
         self._tasks: list[asyncio.Task[None]] = []
-        self._wake = asyncio.Event()
+        self._wake = Wakeup()
         self._names_wanted = asyncio.Event()
         self._send_lock = asyncio.Lock()  # one heartbeat (or the leave) in flight at a time
         self._next_heartbeat = 0.0  # monotonic
@@ -234,22 +233,16 @@ class ShareMember:
 
     def _poke(self) -> None:
         self._next_heartbeat = 0.0
-        self._wake.set()
-
-    async def _sleep(self, delay: float) -> None:
-        self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(None if math.isinf(delay) else max(delay, 0.0)):
-                await self._wake.wait()
+        self._wake.poke()
 
     async def _heartbeat_loop(self) -> None:
         while self._fatal is None:
             if not self.machine.wants_heartbeat:
-                await self._sleep(math.inf)
+                await self._wake.sleep(math.inf)
                 continue
             delay = self._next_heartbeat - time.monotonic()
             if delay > 0:
-                await self._sleep(delay)
+                await self._wake.sleep(delay)
                 continue
             await self._heartbeat_once()
 
@@ -373,7 +366,7 @@ class ShareMember:
             log.error("share group %s: %s", self.group_id, error)
         if self.machine.state is not State.FATAL:
             self.machine.fail(error)
-        self._wake.set()
+        self._wake.poke()
         self._notify()
 
     # ------------------------------------------------------------ leaving
