@@ -1,46 +1,22 @@
-"""What a ConsumerGroupHeartbeat error code means for a KIP-848 member (pure, no I/O)."""
+"""What a ConsumerGroupHeartbeat error code means for a KIP-848 member (pure, no I/O);
+heartbeat_verdicts.py has what it shares with the share member."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ...errors import GroupProtocolError, broker_error, is_retriable
+from ..heartbeat_verdicts import Verdict, common_verdict
 
-from ...errors import BrokerError, GroupProtocolError, broker_error, is_retriable
-
-NONE = 0
-UNKNOWN_MEMBER_ID = 25
-FENCED_MEMBER_EPOCH = 110
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
 UNSUPPORTED_VERSION = 35
 GROUP_ID_NOT_FOUND = 69
 INCONSISTENT_GROUP_PROTOCOL = 23
-STALE_MEMBER_EPOCH = 113
 
-COORDINATOR_MOVED = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
-FENCING = frozenset({UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH})
 PROTOCOL_MISMATCH = frozenset({UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND, INCONSISTENT_GROUP_PROTOCOL})
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """fenced: partitions lost, rejoin with epoch 0; retry: no verdict, try again after the
-    backoff (rediscover: the coordinator moved first); fatal: the membership is over."""
-
-    code: int
-    fenced: bool = False
-    retry: bool = False
-    rediscover: bool = False
-    fatal: BrokerError | None = None
-
-
 def classify(code: int, group_id: str, message: str | None = None) -> Verdict:
-    if code == NONE:
-        return Verdict(code)
-    if code in FENCING:
-        return Verdict(code, fenced=True)
-    if code in COORDINATOR_MOVED:
-        return Verdict(code, retry=True, rediscover=True)
+    verdict = common_verdict(code)
+    if verdict is not None:
+        return verdict
     if code in PROTOCOL_MISMATCH:
         return Verdict(code, fatal=protocol_mismatch(code, group_id, message))
     if is_retriable(code):

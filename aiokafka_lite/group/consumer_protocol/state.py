@@ -34,8 +34,9 @@ from typing import Any
 from ...errors import IllegalStateError
 from ...structs import TopicPartition
 from ...subscription import SubscriptionState, SubscriptionType
+from ..heartbeat_verdicts import Verdict
 from ..member_ids import new_member_id
-from .errors import Verdict, classify
+from .errors import classify
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1

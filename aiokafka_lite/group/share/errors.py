@@ -1,26 +1,18 @@
-"""What a ShareGroupHeartbeat error code means for a KIP-932 share member (pure, no I/O)."""
+"""What a ShareGroupHeartbeat error code means for a KIP-932 share member (pure, no I/O);
+heartbeat_verdicts.py has what it shares with the KIP-848 member."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ...errors import GroupProtocolError, broker_error, is_retriable
+from ..heartbeat_verdicts import Verdict, common_verdict
 
-from ...errors import BrokerError, GroupProtocolError, broker_error, is_retriable
-
-NONE = 0
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
 INCONSISTENT_GROUP_PROTOCOL = 23
-UNKNOWN_MEMBER_ID = 25
 GROUP_AUTHORIZATION_FAILED = 30
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 GROUP_ID_NOT_FOUND = 69
 GROUP_MAX_SIZE_REACHED = 81
-FENCED_MEMBER_EPOCH = 110
 
-COORDINATOR_MOVED = frozenset({COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
-FENCING = frozenset({UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH})
 OTHER_GROUP_TYPE = frozenset({GROUP_ID_NOT_FOUND, INCONSISTENT_GROUP_PROTOCOL})
 
 # What the user can do about a fatal code, beside Kafka's own name for it.
@@ -34,26 +26,10 @@ _ADVICE = {
 }
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """fenced: the broker dropped this member: rejoin with epoch 0 (same member id); retry: no
-    verdict, heartbeat again after the backoff (rediscover: find the coordinator first);
-    fatal: the membership is over, the error is raised from the next call."""
-
-    code: int
-    fenced: bool = False
-    retry: bool = False
-    rediscover: bool = False
-    fatal: BrokerError | None = None
-
-
 def classify(code: int, group_id: str, message: str | None = None) -> Verdict:
-    if code == NONE:
-        return Verdict(code)
-    if code in FENCING:
-        return Verdict(code, fenced=True)
-    if code in COORDINATOR_MOVED:
-        return Verdict(code, retry=True, rediscover=True)
+    verdict = common_verdict(code)
+    if verdict is not None:
+        return verdict
     if code == UNSUPPORTED_VERSION:
         return Verdict(code, fatal=no_share_groups(group_id, message))
     if code in OTHER_GROUP_TYPE:
