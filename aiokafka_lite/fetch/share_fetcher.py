@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._net.backoff import Backoff
@@ -392,14 +392,7 @@ class ShareFetcher:
             # Taken now, before a fetch task about to start can take them: they are this call's.
             taken = self._acks.take(tps, renewals=True)
             tasks.append(asyncio.ensure_future(self._acknowledge_on(node, taken)))
-        try:
-            async with asyncio.timeout(timeout):
-                for answer in await asyncio.gather(*tasks):
-                    results.update(answer)
-        except TimeoutError:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        if not await _merge_within(tasks, timeout, results):
             lapsed = KafkaTimeoutError(f"acknowledgements not answered within {timeout} s")
             for tps in by_node.values():
                 for tp in tps:
@@ -480,14 +473,7 @@ class ShareFetcher:
             if session.open:
                 mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
                 ends.append(asyncio.ensure_future(self._end_session(node, self._acks.take(mine, renewals=False))))
-        try:
-            async with asyncio.timeout(timeout):
-                for answer in await asyncio.gather(*ends):
-                    results.update(answer)
-        except TimeoutError:
-            for task in ends:
-                task.cancel()
-            await asyncio.gather(*ends, return_exceptions=True)
+        if not await _merge_within(ends, timeout, results):
             log.info("share sessions not all closed within %s s", timeout)
         return results
 
@@ -496,3 +482,19 @@ class ShareFetcher:
             return await self._acknowledge_on(node, taken, FINAL_EPOCH)
         finally:
             self._sessions[node].close()
+
+
+async def _merge_within(tasks: Sequence[asyncio.Future[AckResults]], timeout: float | None, into: AckResults) -> bool:
+    """Merge every task's answers into ``into``; False when the timeout lapsed first (the tasks are
+    then cancelled and awaited, and none of their answers counts)."""
+    try:
+        async with asyncio.timeout(timeout):
+            answers = await asyncio.gather(*tasks)
+    except TimeoutError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return False
+    for answer in answers:
+        into.update(answer)
+    return True
