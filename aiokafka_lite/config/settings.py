@@ -210,6 +210,9 @@ class SettingFields:
     group_remote_assignor: str | None = field(default=None, metadata=_meta(
         RemoteAssignor(), "With group_protocol='consumer': the broker-side assignor, uniform or range; "
         "None lets the broker choose (group.consumer.assignors)."))
+    share_acknowledgement_mode: str = field(default="implicit", metadata=_meta(
+        Choice("implicit", "explicit"), "ShareConsumer only (KIP-932): implicit accepts each record "
+        "handed out when its task polls again, explicit wants acknowledge() for each record."))
     heartbeat_mode: str = field(default="task", metadata=_meta(
         Choice("task", "thread"), "Heartbeat from an asyncio task, or from a thread that keeps "
         "the session alive while the event loop is blocked."))
