@@ -5,12 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.fetch.share_acks import AckType
 from aiokafka_lite.fetch.share_records import ShareRecord
-from aiokafka_lite.share import consumer as share_module
 from aiokafka_lite.structs import TopicPartition
 
 TP = TopicPartition("jobs", 0)
@@ -134,25 +131,3 @@ class Parts:
     cluster: FakeCluster
     member: FakeMember
     fetcher: FakeFetcher
-
-
-@pytest.fixture
-def parts(monkeypatch: pytest.MonkeyPatch) -> Parts:
-    made = Parts()
-
-    def cluster(config: Any) -> FakeCluster:
-        made.cluster = FakeCluster()
-        return made.cluster
-
-    def member(config: Any, cluster: Any, on_change: Any) -> FakeMember:
-        made.member = FakeMember(on_change)
-        return made.member
-
-    def fetcher(config: Any, cluster: Any, member_id: str) -> FakeFetcher:
-        made.fetcher = FakeFetcher()
-        return made.fetcher
-
-    monkeypatch.setattr(share_module, "make_cluster", cluster)
-    monkeypatch.setattr(share_module, "make_member", member)
-    monkeypatch.setattr(share_module, "make_fetcher", fetcher)
-    return made

@@ -19,7 +19,7 @@ from aiokafka_lite.errors import (
 )
 from aiokafka_lite.fetch.share_acks import AckType
 
-from .fake import TP, Parts, parts, record  # noqa: F401  (parts is a fixture)
+from .fake import TP, Parts, record
 
 pytestmark = pytest.mark.asyncio
 SERVERS = "127.0.0.1:1"
@@ -40,7 +40,7 @@ async def test_settings_are_checked_as_the_consumers_are() -> None:
         ShareConsumer(bootstrap_servers=SERVERS)
 
 
-@pytest.mark.parametrize("name, value", [("auto_offset_reset", "earliest"), ("group_protocol", "consumer"),
+@pytest.mark.parametrize(("name", "value"), [("auto_offset_reset", "earliest"), ("group_protocol", "consumer"),
                                          ("isolation_level", "read_committed"), ("session_timeout_ms", 10000),
                                          ("group_instance_id", "a")])
 async def test_settings_a_share_group_does_not_use_are_refused(name: str, value: object) -> None:
