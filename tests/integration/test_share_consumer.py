@@ -98,14 +98,15 @@ async def test_release_comes_back_with_delivery_count_2_and_reject_never_again(
     seen: list[tuple[bytes, int]] = []
     async with asyncio.timeout(DEADLINE), \
             ShareConsumer(unique_topic, **settings(broker, unique_group, share_acknowledgement_mode="explicit")) as s:
-        first = await _poll_until(s, 3)
-        for record in first:
+        def decide(record: ShareRecord) -> str:
             seen.append((record.value, record.delivery_count))
-            s.acknowledge(record, {b"released": "release", b"rejected": "reject"}.get(record.value, "accept"))
-        again = await _poll_until(s, 1)
-        for record in again:
-            seen.append((record.value, record.delivery_count))
-            s.acknowledge(record, "accept")
+            return {b"released": "release", b"rejected": "reject"}.get(record.value, "accept")
+
+        await _poll_and_decide(s, 3, decide)
+        # Sent now, well within the 1 s lock (else they would wait for the next fetch to the broker).
+        assert set((await s.commit(timeout=10)).values()) == {None}
+        await _poll_and_decide(s, 1, lambda record: (seen.append((record.value, record.delivery_count)), "accept")[1])
+        assert set((await s.commit(timeout=10)).values()) == {None}
         # Longer than the 1 s lock: a record not really settled would come back meanwhile.
         later = await _collect(s, 3.0)
     print(f"\nseen {seen}; after 3 s more: {[(r.value, r.delivery_count) for r in later]}")
@@ -116,7 +117,7 @@ async def test_release_comes_back_with_delivery_count_2_and_reject_never_again(
 async def test_process_share_accepts_retries_by_redelivery_and_rejects_past_max_retries(
         apache_kafka_broker: Any, unique_topic: str, unique_group: str) -> None:
     broker = apache_kafka_broker
-    prepare(broker, unique_topic, unique_group, [b"ok", b"flaky", b"poison"], lock_ms=1000)
+    prepare(broker, unique_topic, unique_group, [b"ok", b"flaky", b"poison"], lock_ms=3000)
     runs: collections.Counter[bytes] = collections.Counter()
     failed: list[tuple[bytes, int]] = []
 
@@ -134,7 +135,7 @@ async def test_process_share_accepts_retries_by_redelivery_and_rejects_past_max_
             s, handler, concurrency=4, max_retries=1, poll_timeout=0.1, stop=stop,
             on_failure=lambda r, e: failed.append((r.value, r.delivery_count))))
         await until(lambda: bool(failed and runs[b"ok"] and runs[b"flaky"] >= 2), DEADLINE, "every record settled")
-        await asyncio.sleep(3.0)  # three lock durations: nothing settled may come back
+        await asyncio.sleep(4.0)  # longer than the 3 s lock: nothing settled may come back
         stop.set()
         result = await task
     print(f"\nhandler runs {dict(runs)}; rejected {failed}; {result}")
@@ -179,10 +180,10 @@ async def test_explicit_mode_refuses_a_second_poll_from_a_task_holding_records(
         [held] = await _poll_until(s, 1, max_records=1)
         with pytest.raises(IllegalStateError, match="acknowledge each record"):
             await s.poll(0.5)
-        other = await asyncio.create_task(_poll_until(s, 1, max_records=1))  # the rule is per task
+        # The rule is per task: another task polls meanwhile.
+        other = await asyncio.create_task(_poll_and_decide(s, 1, lambda record: "accept"))
         s.acknowledge(held, "accept")
-        for record in other:
-            s.acknowledge(record, "accept")
+        assert {held.value, *(r.value for r in other)} == {b"a", b"b"}
         assert await s.poll(0.2) == []
         assert s.metrics()["records_held"] == 0
 
@@ -190,12 +191,12 @@ async def test_explicit_mode_refuses_a_second_poll_from_a_task_holding_records(
 async def test_implicit_mode_accepts_at_the_next_poll(apache_kafka_broker: Any, unique_topic: str,
                                                       unique_group: str) -> None:
     broker = apache_kafka_broker
-    prepare(broker, unique_topic, unique_group, [b"a", b"b", b"c"], lock_ms=1000)
+    prepare(broker, unique_topic, unique_group, [b"a", b"b", b"c"], lock_ms=3000)
     async with asyncio.timeout(DEADLINE), ShareConsumer(unique_topic, **settings(broker, unique_group)) as s:
         first = await _poll_until(s, 3)
         with pytest.raises(IllegalStateError, match="explicit"):
             s.acknowledge(first[0], "reject")
-        later = await _collect(s, 3.0)  # accepted by this poll: none comes back after the 1 s lock
+        later = await _collect(s, 4.0)  # accepted by this poll: none comes back after the 3 s lock
         results = await s.commit(timeout=10)
         print(f"\nfirst poll {[r.value for r in first]}; then {later}; commit {results}")
         assert sorted(r.delivery_count for r in first) == [1, 1, 1]
@@ -329,6 +330,16 @@ async def _poll_until(s: ShareConsumer, count: int, max_records: int | None = No
     got: list[ShareRecord] = []
     while len(got) < count:
         got.extend(await s.poll(0.5, max_records=max_records))
+    return got
+
+
+async def _poll_and_decide(s: ShareConsumer, count: int, decide: Any) -> list[ShareRecord]:
+    """Poll (explicit mode) until ``count`` records came, acknowledging each as ``decide(record)`` says."""
+    got: list[ShareRecord] = []
+    while len(got) < count:
+        for record in await s.poll(0.5):
+            s.acknowledge(record, decide(record))
+            got.append(record)
     return got
 
 
