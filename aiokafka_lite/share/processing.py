@@ -154,9 +154,7 @@ class ShareProcessor:
                 for record in records:
                     await self._one(record)
                 await asyncio.sleep(0)  # a handler that never suspends must not starve the loop
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # the poll or the hook failed: everything stops
+        except Exception as exc:  # the poll or the hook failed: everything stops
             if self._failure is None:
                 self._failure = exc
             self._stopping.set()
