@@ -44,10 +44,11 @@ def prepare(broker: Any, topic: str, group: str, values: list[bytes], partitions
 
 
 async def test_three_consumers_with_eight_workers_each_accept_every_record_once(
-        apache_kafka_broker: Any, unique_topic: str, unique_group: str) -> None:
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, caplog: pytest.LogCaptureFixture) -> None:
     """The issue's first done-when, at 5,000 records: 3 ShareConsumers x 8 `async for` workers on a
     2-partition topic; each record accepted exactly once overall; more than 2 handlers at once."""
     broker, total = apache_kafka_broker, 5000
+    caplog.set_level(logging.INFO, logger="aiokafka_lite")
     prepare(broker, unique_topic, unique_group, [b"%d" % i for i in range(total)], partitions=2)
     accepted: collections.Counter[tuple[int, int]] = collections.Counter()
     per_consumer: collections.Counter[int] = collections.Counter()
@@ -98,6 +99,7 @@ async def test_three_consumers_with_eight_workers_each_accept_every_record_once(
     assert left_over == [], f"{len(left_over)} records delivered again after all were accepted"
     assert set(accepted.values()) == {1}, "a record was accepted twice"
     assert peak > 2, "more handlers in progress at once than partitions"
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING], "a healthy run warns"
 
 
 async def test_release_comes_back_with_delivery_count_2_and_reject_never_again(
