@@ -10,6 +10,7 @@ import asyncio
 import collections
 import logging
 import math
+import sys
 import time
 from typing import Any
 
@@ -361,3 +362,53 @@ async def _collect(s: ShareConsumer, seconds: float) -> list[ShareRecord]:
     while (left := deadline - loop.time()) > 0:
         got.extend(await s.poll(min(left, 0.5)))
     return got
+
+
+HOLDER = """
+import asyncio, sys
+from aiokafka_lite import ShareConsumer
+
+async def main() -> None:
+    bootstrap, topic, group = sys.argv[1:4]
+    share = ShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group, share_acknowledgement_mode="explicit",
+                          max_poll_records=5)
+    await share.start(timeout=30)
+    got = []
+    while not got:
+        got = await share.poll(0.5)
+    print("HOLDING", " ".join(str(r.offset) for r in got), flush=True)
+    await asyncio.sleep(3600)  # mid-record when it is killed
+
+asyncio.run(main())
+"""
+
+
+async def test_a_member_killed_mid_record_loses_nothing(apache_kafka_broker: Any, unique_topic: str,
+                                                        unique_group: str) -> None:
+    """A member SIGKILLed while it holds records: they come back once their acquisition lock (2 s
+    here) lapses, with delivery count 2; every record is delivered to the survivor."""
+    broker, total = apache_kafka_broker, 50
+    prepare(broker, unique_topic, unique_group, [b"%d" % i for i in range(total)], lock_ms=2000)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOLDER, broker.bootstrap_servers, unique_topic, unique_group,
+        stdout=asyncio.subprocess.PIPE)
+    try:
+        assert child.stdout is not None
+        line = (await asyncio.wait_for(child.stdout.readline(), DEADLINE)).decode()
+        assert line.startswith("HOLDING"), line
+        held = {int(o) for o in line.split()[1:]}
+    finally:
+        child.kill()  # SIGKILL: no acknowledgement, no leave, no session close
+        await child.wait()
+    killed = time.monotonic()
+    counts: dict[int, int] = {}
+    async with asyncio.timeout(DEADLINE), ShareConsumer(unique_topic, **settings(broker, unique_group)) as s:
+        while len(counts) < total:
+            for record in await s.poll(0.5):
+                counts[record.offset] = record.delivery_count
+        back = time.monotonic() - killed
+    print(f"\nthe killed member held {len(held)} records; all {total} delivered to the survivor "
+          f"{back:.1f} s after the kill; delivery counts of the held ones: {sorted({counts[o] for o in held})}")
+    assert held
+    assert set(counts) == set(range(total)), "none lost"
+    assert all(counts[o] == 2 for o in held), "the held records came back after their lock lapsed"
