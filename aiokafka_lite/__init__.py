@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import errors
 from .consumer.consumer import Consumer
 from .consumer.listener import ConsumerRebalanceListener
+from .share.consumer import ShareConsumer
 from .structs import (
     ConsumerRecord,
     ConsumerRecords,
@@ -25,6 +26,7 @@ __all__ = [
     "OAuthBearerToken",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
+    "ShareConsumer",
     "TopicPartition",
     "__version__",
     "errors",

@@ -210,6 +210,10 @@ class SettingFields:
     group_remote_assignor: str | None = field(default=None, metadata=_meta(
         RemoteAssignor(), "With group_protocol='consumer': the broker-side assignor, uniform or range; "
         "None lets the broker choose (group.consumer.assignors)."))
+    share_acknowledgement_mode: str = field(default="implicit", metadata=_meta(
+        Choice("implicit", "explicit"), "ShareConsumer only (KIP-932, Java's share.acknowledgement.mode): "
+        "implicit accepts the records a task got when it polls again; explicit wants acknowledge() for "
+        "each. The Consumer ignores it."))
     heartbeat_mode: str = field(default="task", metadata=_meta(
         Choice("task", "thread"), "Heartbeat from an asyncio task, or from a thread that keeps "
         "the session alive while the event loop is blocked."))

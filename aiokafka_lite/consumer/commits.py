@@ -14,8 +14,8 @@ from .._net.backoff import Backoff
 from ..config import ConsumerConfig
 from ..errors import ConsumerClosedError, InvalidArgumentError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..group.member import GroupMember, generation_moved
+from ..liveness.deadlines import bounded
 from ..structs import OffsetAndMetadata, TopicPartition
-from ._bounded import bounded
 from .commit_order import CommitQueue
 from .metrics import CommitFigures
 from .observers import ConsumerObservers

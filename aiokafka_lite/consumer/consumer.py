@@ -23,12 +23,12 @@ from ..errors import ConsumerClosedError, IllegalStateError, InvalidArgumentErro
 from ..fetch.fetcher import Fetcher
 from ..fetch.offset_lookup import OffsetLookup
 from ..group.member import GroupMember
+from ..liveness.deadlines import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from ..liveness.stall import StallMonitor
 from ..liveness.timers import LivenessTimers
 from ..protocol import native
 from ..structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ..subscription import ResetStrategy, SubscriptionState, SubscriptionType
-from ._bounded import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from .closing import close_gracefully, membership_operation
 from .commits import Commits, commit_error, offsets_arg, outcome_of, retrieve_outcome
 from .iteration import IterationBuffer

@@ -307,18 +307,16 @@ class ShareFetcher:
 
     # ------------------------------------------------------------------ handing out, acknowledging
 
-    def fetched_records(self, max_records: int) -> dict[TopicPartition, list[ShareRecord]]:
+    def fetched_records(self, max_records: int, *, strict: bool = True) -> dict[TopicPartition, list[ShareRecord]]:
         """Up to ``max_records`` acquired records, partitions in turn. Implicit mode first accepts
         everything handed out before; explicit mode refuses (IllegalStateError) while a record
-        handed out before awaits its acknowledgement, as Java's poll() does. A stored error is
-        raised once."""
-        if self._explicit:
-            undecided = self._acks.undecided()
-            if undecided:
-                raise IllegalStateError(f"{undecided} records handed out earlier are not acknowledged: in "
-                                        "explicit mode acknowledge each record before fetching more")
-        else:
+        handed out before awaits its acknowledgement, as Java's poll() does, unless not ``strict``
+        (the ShareConsumer keeps that rule per task). A stored error is raised once."""
+        if not self._explicit:
             self._acks.accept_delivered()
+        elif strict and (undecided := self._acks.undecided()):
+            raise IllegalStateError(f"{undecided} records handed out earlier are not acknowledged: in "
+                                    "explicit mode acknowledge each record before fetching more")
         if self._errors:
             raise self._errors.pop(0)
         out: dict[TopicPartition, list[ShareRecord]] = {}

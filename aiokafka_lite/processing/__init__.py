@@ -6,14 +6,15 @@
     result = await process(consumer, handle, concurrency=200, ordering="key",
                            on_failure=dead_letter)  # until stop() or consumer.close()
 
-The shape (shared with the planned ShareConsumer). A *handler* is ``async def handler(record)``;
+The shape (shared with the ShareConsumer's). A *handler* is ``async def handler(record)``;
 it succeeds by returning and fails by raising. A failure is retried ``max_retries`` times with
 exponential back-off (``retry_backoff`` doubling up to ``retry_backoff_max``); then ``on_failure(record,
 error)`` (plain or async; a dead-letter writer, say) takes the record, which then counts as done.
 Without a hook, or if the hook raises, process() stops cleanly and raises ``HandlerFailedError``.
-A ShareConsumer can offer the same ``process(share, handler, concurrency=..., max_retries=...,
-on_failure=...)``: success acknowledges "accept", the hook's record "reject"; ordering and the
-watermark have no meaning there (the broker tracks each record), the rest is the same.
+The ShareConsumer's twin is ``aiokafka_lite.share.process_share(share, handler, concurrency=...,
+max_retries=..., on_failure=...)``: success acknowledges "accept", a failure "release" (the broker's
+redelivery is the retry), the hook's record "reject"; ordering and the watermark have no meaning
+there (the broker tracks each record).
 
 Ordering. ``"key"``: a partition's records of one key run one at a time in offset order, different
 keys in parallel (a record with no key runs alone); ``"partition"``: a partition's records in order;

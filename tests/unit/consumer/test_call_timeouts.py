@@ -12,8 +12,8 @@ import pytest
 
 from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite.consumer import lifecycle as startup_module
-from aiokafka_lite.consumer._bounded import DEFAULT, MAX_TIMEOUT, check_timeout, resolve_timeout
 from aiokafka_lite.errors import InvalidArgumentError
+from aiokafka_lite.liveness.deadlines import DEFAULT, MAX_TIMEOUT, check_timeout, resolve_timeout
 
 # Nothing listens on port 1: a call that connected by mistake would fail slowly, not pass.
 NOWHERE = "127.0.0.1:1"

@@ -216,6 +216,26 @@ async def test_explicit_mode_refuses_more_until_each_record_is_decided() -> None
         implicit.acknowledge(r0, AckType.ACCEPT)
 
 
+async def test_explicit_mode_not_strict_hands_out_more_and_leaves_undecided_records_undecided() -> None:
+    """The ShareConsumer keeps explicit mode's rule per task (strict=False): handing out more
+    neither refuses nor accepts the records handed out before."""
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 3), [(0, 2, 1)])))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        await fetcher.wait_for_data(10.0)
+        [r0] = fetcher.fetched_records(1, strict=False)[T0]
+        [r1, r2] = fetcher.fetched_records(10, strict=False)[T0]
+        fetcher.acknowledge(r1, AckType.ACCEPT)
+        fetcher.acknowledge(r0, AckType.RELEASE)  # still awaiting its decision: not accepted meanwhile
+        fetcher.acknowledge(r2, AckType.REJECT)
+        second = (await until_requests(cluster, SHARE_FETCH, 2))[1]
+        assert acks_in(second) == {0: [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [2, 1, 3]}]}
+    finally:
+        await fetcher.close(1.0)
+
+
 async def test_session_not_found_starts_over_and_keeps_the_decisions() -> None:
     cluster = FakeCluster({T0: 1})
     cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 2), [(0, 1, 1)])))

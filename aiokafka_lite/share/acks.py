@@ -1,0 +1,120 @@
+"""Small parts of the ShareConsumer: acknowledge types by name, the per-record block that
+acknowledges by outcome, the counts metrics() shows, and the deserializers applied at hand-out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from ..config import Deserializer
+from ..errors import InvalidArgumentError, KafkaError, RecordDeserializationError
+from ..fetch.share_acks import AckType
+from ..fetch.share_fetcher import AckResults
+from ..fetch.share_records import ShareRecord
+from ..structs import TopicPartition
+
+
+class Acknowledger(Protocol):
+    """What Acknowledging needs of the ShareConsumer."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def holds(self, record: ShareRecord) -> bool: ...
+
+    def acknowledge(self, record: ShareRecord, type: AckType | str = ...) -> None: ...
+
+_BY_NAME = {"accept": AckType.ACCEPT, "release": AckType.RELEASE, "reject": AckType.REJECT,
+            "renew": AckType.RENEW}
+
+
+def ack_type_of(value: AckType | str) -> AckType:
+    """"accept" | "release" | "reject" | "renew" (any case), or an AckType other than GAP."""
+    if isinstance(value, AckType) and value is not AckType.GAP:
+        return value
+    if isinstance(value, str) and value.strip().lower() in _BY_NAME:
+        return _BY_NAME[value.strip().lower()]
+    raise InvalidArgumentError(f"acknowledge type must be one of {', '.join(_BY_NAME)}, got {value!r}")
+
+
+class Acknowledging:
+    """One record's block: accepted when it ends normally, released when it raises (a
+    cancellation included, which then goes on). An acknowledge() inside the block wins."""
+
+    def __init__(self, share: Acknowledger, record: ShareRecord) -> None:
+        self._share, self.record = share, record
+
+    def __enter__(self) -> ShareRecord:
+        return self.record
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if self._share.closed or not self._share.holds(self.record):
+            return  # acknowledged inside the block, or closed (the broker releases what it held)
+        if exc_type is None:
+            self._share.acknowledge(self.record, AckType.ACCEPT)
+            return
+        with contextlib.suppress(KafkaError):  # the block's own exception (or cancellation) goes on
+            self._share.acknowledge(self.record, AckType.RELEASE)
+
+    async def __aenter__(self) -> ShareRecord:
+        return self.record
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.__exit__(exc_type)
+
+
+@dataclass
+class AckCounts:
+    handed_out: int = 0
+    accepted: int = 0
+    released: int = 0
+    rejected: int = 0
+    renewed: int = 0
+    commits: int = 0
+    acknowledgement_errors: int = 0  # partitions whose acknowledgements the broker refused
+
+    def count(self, kind: AckType) -> None:
+        if kind is AckType.ACCEPT:
+            self.accepted += 1
+        elif kind is AckType.RELEASE:
+            self.released += 1
+        elif kind is AckType.REJECT:
+            self.rejected += 1
+        elif kind is AckType.RENEW:
+            self.renewed += 1
+
+    def results(self, results: AckResults) -> None:
+        self.acknowledgement_errors += sum(1 for error in results.values() if error is not None)
+
+    def as_dict(self) -> dict[str, int]:
+        return {f"records_{k}" if k == "handed_out" else k: v for k, v in asdict(self).items()}
+
+
+def deserialize(records: list[ShareRecord], key_deserializer: Deserializer | None,
+                value_deserializer: Deserializer | None
+                ) -> tuple[list[ShareRecord], RecordDeserializationError | None, list[ShareRecord]]:
+    """The records with their keys and values deserialized, up to the first a deserializer fails
+    on; then that error and the records from the failed one on (not handed out)."""
+    if key_deserializer is None and value_deserializer is None:
+        return records, None, []
+    out: list[ShareRecord] = []
+    for i, r in enumerate(records):
+        origin = "key"
+        try:
+            key = r.key if key_deserializer is None else key_deserializer(r.key)
+            origin = "value"
+            value = r.value if value_deserializer is None else value_deserializer(r.value)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = RecordDeserializationError(TopicPartition(r.topic, r.partition), r.offset, origin, r.key,
+                                               r.value, r.timestamp, r.timestamp_type, r.headers, r.leader_epoch,
+                                               exc)
+            error.args = (f"cannot deserialize the {origin} of the record at offset {r.offset} of "
+                          f"{r.topic}-{r.partition} ({type(exc).__name__}: {exc}); it was released "
+                          "(delivered again until group.share.delivery.count.limit, then archived)",)
+            return out, error, records[i:]
+        out.append(r._replace(key=key, value=value))
+    return out, None, []

@@ -1,0 +1,81 @@
+"""Which task holds which handed-out record, until it is decided.
+
+Several tasks may poll one ShareConsumer at once; the acknowledgement mode is kept per task. A
+record handed to a task is *held* by it until it is acknowledged. Implicit mode accepts a task's
+held records when that task polls again, or when the task ends (as Java accepts whatever was
+delivered); a task that ends cancelled releases them (delivered again, to any member). Explicit
+mode refuses a poll from a task still holding undecided records (Java's rule, per task) and
+releases what a task held when it ended. No I/O: the ShareConsumer applies the decisions this returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..fetch.share_acks import AckType
+from ..fetch.share_records import ShareRecord
+
+Key = tuple[str, int, int]  # topic, partition, offset
+Owner = Any  # the asyncio.Task a record was handed to (None outside a task)
+
+
+def key_of(record: ShareRecord) -> Key:
+    return record.topic, record.partition, record.offset
+
+
+class HeldRecords:
+    """Per task, its handed-out records awaiting a decision."""
+
+    def __init__(self, on_task_end: Callable[[list[ShareRecord], AckType], None]) -> None:
+        """``on_task_end(records, type)``: a task ended holding ``records``; decide them as ``type``."""
+        self._by_task: dict[Owner, dict[Key, ShareRecord]] = {}
+        self._owner: dict[Key, Owner] = {}
+        self._on_task_end = on_task_end
+        self.explicit = False
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def hand_out(self, task: Owner, records: Iterable[ShareRecord]) -> None:
+        held = self._by_task.get(task)
+        if held is None:
+            held = self._by_task[task] = {}
+            if isinstance(task, asyncio.Task):
+                task.add_done_callback(self._task_ended)
+        for record in records:
+            key = key_of(record)
+            earlier = self._owner.get(key)
+            if earlier is not None and earlier is not task:  # its lock lapsed, and it came back
+                self._by_task.get(earlier, {}).pop(key, None)
+            self._owner[key] = task
+            held[key] = record
+
+    def of_task(self, task: Owner) -> list[ShareRecord]:
+        return list(self._by_task.get(task, {}).values())
+
+    def holds(self, record: ShareRecord) -> bool:
+        return key_of(record) in self._owner
+
+    def every(self) -> list[ShareRecord]:
+        return [r for held in self._by_task.values() for r in held.values()]
+
+    def decided(self, record: ShareRecord) -> None:
+        """``record`` was acknowledged (accept, release or reject): no task holds it any more."""
+        key = key_of(record)
+        task = self._owner.pop(key, None)
+        held = self._by_task.get(task)
+        if held is not None:
+            held.pop(key, None)
+
+    def _task_ended(self, task: asyncio.Task[Any]) -> None:
+        held = self._by_task.pop(task, None)
+        if not held:
+            return
+        for key in held:
+            self._owner.pop(key, None)
+        # An error the task ended with stays the task's to report (not retrieved here): implicit
+        # mode accepts, as Java's accepts whatever was delivered; only a cancellation releases.
+        accept = not self.explicit and not task.cancelled()
+        self._on_task_end(list(held.values()), AckType.ACCEPT if accept else AckType.RELEASE)

@@ -1,0 +1,245 @@
+"""A handler over a ShareConsumer's records: the share-group twin of processing.process().
+
+    from aiokafka_lite.share import ShareConsumer, process_share
+
+    async def handle(record): ...                     # one coroutine per record
+    share = ShareConsumer("jobs", bootstrap_servers=..., group_id="workers",
+                          share_acknowledgement_mode="explicit")
+    async with share:
+        result = await process_share(share, handle, concurrency=16, max_retries=3,
+                                     on_failure=dead_letter)   # until stop or share.close()
+
+The shape is processing.Processor's: ``ShareProcessor(share, handler, on_failure=..., concurrency=...,
+...)``, ``run()``, ``stop()``, ``metrics()``, and ``process_share()`` to build and run one. What the
+broker does for a share group replaces the watermark, the ordering and the in-process retries:
+
+- ``concurrency`` worker tasks each poll the consumer for one record at a time and run the handler
+  on it. A handler that returns: the record is accepted (never delivered again).
+- A handler that raises: the record is released, so the broker delivers it again (to any member)
+  with its delivery count one higher: that redelivery is the retry. Once the record's
+  ``delivery_count`` exceeds ``max_retries`` (the attempts after the first; None leaves it to the
+  group's ``group.share.delivery.count.limit``, at which the broker archives it), it is rejected
+  (never delivered again) and ``on_failure(record, error)`` (plain or async: a dead-letter writer,
+  say) is called. Without a hook, or when the hook raises, run() stops cleanly and raises
+  ``HandlerFailedError``.
+- A handler that is cancelled (stop() past ``drain_timeout``, run() cancelled, the consumer closed)
+  releases its record, then the cancellation goes on.
+
+It needs ``share_acknowledgement_mode="explicit"`` (InvalidArgumentError otherwise): each record's
+outcome is its own. ``stop()``: no new records; running handlers get ``drain_timeout`` seconds, then
+are cancelled (their records released); ``run()`` returns ``reason="stopped"``. ``share.close()``
+from elsewhere ends it with ``reason="closed"``. Cancelling ``run()`` cancels every handler (each
+releases its record), waits for them and re-raises. Every task it starts is awaited before run()
+returns or raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
+
+from ..errors import ConsumerClosedError, HandlerFailedError, InvalidArgumentError, KafkaError
+from ..fetch.share_acks import AckType
+from ..fetch.share_records import ShareRecord
+
+log = logging.getLogger("aiokafka_lite.share")
+
+ShareHandler = Callable[[ShareRecord], Awaitable[Any]]
+ShareFailureHook = Callable[[ShareRecord, Exception], Any]
+
+
+class ShareSource(Protocol):
+    """What the helper uses of a ShareConsumer (a fake in the unit tests)."""
+
+    explicit: bool
+
+    async def poll(self, timeout: float = ..., max_records: int | None = ...) -> list[ShareRecord]: ...
+
+    def acknowledge(self, record: ShareRecord, type: AckType | str = ...) -> None: ...
+
+
+@dataclass(frozen=True)
+class ShareProcessSettings:
+    concurrency: int = 16  # worker tasks, each with one record at a time
+    max_retries: int | None = 3  # deliveries after the first before a failing record is rejected
+    drain_timeout: float = 10.0  # stop(): how long running handlers may finish
+    poll_timeout: float = 0.5  # each poll()'s wait: how soon a stop is noticed
+
+    def __post_init__(self) -> None:
+        _int_at_least("concurrency", self.concurrency, 1)
+        if self.max_retries is not None:
+            _int_at_least("max_retries", self.max_retries, 0)
+        for name in ("drain_timeout", "poll_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise InvalidArgumentError(f"{name} must be a number of seconds >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ShareProcessResult:
+    reason: str  # "stopped" (stop()) or "closed" (the consumer was closed)
+    accepted: int
+    released: int
+    rejected: int
+
+
+class ShareProcessor:
+    """Runs ``handler`` on a ShareConsumer's records in ``concurrency`` worker tasks."""
+
+    def __init__(self, share: ShareSource, handler: ShareHandler, *, on_failure: ShareFailureHook | None = None,
+                 **settings: Any) -> None:
+        if not share.explicit:
+            raise InvalidArgumentError("the share handler helper needs a ShareConsumer built with "
+                                       "share_acknowledgement_mode='explicit'")
+        self.settings = _settings(settings)
+        self._share, self._handler, self._on_failure = share, handler, on_failure
+        self._stopping = asyncio.Event()
+        self._running = False
+        self._failure: BaseException | None = None
+        self._closed = False
+        self.accepted = self.released = self.rejected = 0
+        self.in_progress = 0
+        self.peak_in_progress = 0  # the most handlers that ran at once
+
+    def stop(self) -> None:
+        """No new records; running handlers get drain_timeout, then are cancelled."""
+        self._stopping.set()
+
+    def metrics(self) -> dict[str, Any]:
+        return {"accepted": self.accepted, "released": self.released, "rejected": self.rejected,
+                "in_progress": self.in_progress, "peak_in_progress": self.peak_in_progress,
+                "concurrency": self.settings.concurrency}
+
+    async def run(self) -> ShareProcessResult:
+        if self._running:
+            raise InvalidArgumentError("this ShareProcessor is already running")
+        self._running = True
+        workers = [asyncio.create_task(self._worker(), name=f"aiokafka-lite share worker {i}")
+                   for i in range(self.settings.concurrency)]
+        try:
+            await self._until_done(workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.wait(workers)  # nothing left behind, whatever ended run()
+        if self._failure is not None:
+            raise self._failure
+        return ShareProcessResult("closed" if self._closed else "stopped", self.accepted, self.released,
+                                  self.rejected)
+
+    async def _until_done(self, workers: list[asyncio.Task[None]]) -> None:
+        stopped = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait([*workers, stopped], return_when=asyncio.FIRST_COMPLETED)
+            # stop(), a failure, or a closed consumer: every worker ends after its current record
+            self._stopping.set()
+            await asyncio.wait(workers, timeout=self.settings.drain_timeout)
+        finally:
+            stopped.cancel()
+            await asyncio.wait([stopped])
+
+    async def _worker(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                try:
+                    records = await self._share.poll(self.settings.poll_timeout, max_records=1)
+                except ConsumerClosedError:
+                    self._closed = True
+                    break
+                for record in records:
+                    await self._one(record)
+                await asyncio.sleep(0)  # a handler that never suspends must not starve the loop
+        except Exception as exc:  # the poll or the hook failed: everything stops
+            if self._failure is None:
+                self._failure = exc
+            self._stopping.set()
+
+    async def _one(self, record: ShareRecord) -> None:
+        self.in_progress += 1
+        self.peak_in_progress = max(self.peak_in_progress, self.in_progress)
+        try:
+            try:
+                await self._handler(record)
+            except asyncio.CancelledError:
+                self._decide(record, AckType.RELEASE)
+                raise
+            except Exception as exc:
+                await self._failed(record, exc)
+                return
+            self._decide(record, AckType.ACCEPT)
+        finally:
+            self.in_progress -= 1
+
+    async def _failed(self, record: ShareRecord, error: Exception) -> None:
+        limit = self.settings.max_retries
+        if limit is None or record.delivery_count <= limit:
+            self._decide(record, AckType.RELEASE)
+            return
+        self._decide(record, AckType.REJECT)
+        where = f"{record.topic}-{record.partition} offset {record.offset}"
+        if self._on_failure is None:
+            raise HandlerFailedError(f"the handler failed on the record at {where} in {record.delivery_count} "
+                                     "deliveries and no on_failure hook takes it: rejected", record,
+                                     record.delivery_count) from error
+        try:
+            outcome = self._on_failure(record, error)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception as exc:
+            raise HandlerFailedError(f"on_failure raised for the record at {where}", record,
+                                     record.delivery_count) from exc
+
+    def _decide(self, record: ShareRecord, kind: AckType) -> None:
+        try:
+            self._share.acknowledge(record, kind)
+        except ConsumerClosedError:
+            self._closed = True  # the broker releases what a closed consumer held
+            return
+        except KafkaError as exc:  # its lock lapsed and it was acquired again: the new delivery decides
+            log.info("share handler: %s not acknowledged: %s", record[:3], exc)
+            return
+        if kind is AckType.ACCEPT:
+            self.accepted += 1
+        elif kind is AckType.RELEASE:
+            self.released += 1
+        else:
+            self.rejected += 1
+
+
+async def process_share(share: ShareSource, handler: ShareHandler, *, on_failure: ShareFailureHook | None = None,
+                        stop: asyncio.Event | None = None, **settings: Any) -> ShareProcessResult:
+    """Run ``handler`` on the consumer's records until ``stop`` is set or the consumer is closed.
+    Settings: concurrency, max_retries, drain_timeout, poll_timeout (docs/share.md)."""
+    processor = ShareProcessor(share, handler, on_failure=on_failure, **settings)
+    if stop is None:
+        return await processor.run()
+    waiter = asyncio.create_task(_stop_when(stop, processor))
+    try:
+        return await processor.run()
+    finally:
+        waiter.cancel()
+        await asyncio.wait([waiter])  # nothing left behind
+
+
+async def _stop_when(event: asyncio.Event, processor: ShareProcessor) -> None:
+    await event.wait()
+    processor.stop()
+
+
+def _settings(given: dict[str, Any]) -> ShareProcessSettings:
+    names = sorted(f.name for f in fields(ShareProcessSettings))
+    for name in sorted(set(given) - set(names)):
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"the settings are {', '.join(names)}"
+        raise InvalidArgumentError(f"process_share() has no setting {name!r}; {hint}")
+    return ShareProcessSettings(**given)
+
+
+def _int_at_least(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidArgumentError(f"{name} must be an int >= {low}, got {value!r}")

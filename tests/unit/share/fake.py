@@ -1,0 +1,133 @@
+"""A scripted share fetcher, member and cluster for the ShareConsumer's local logic (no broker)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiokafka_lite.errors import IllegalStateError
+from aiokafka_lite.fetch.share_acks import AckType
+from aiokafka_lite.fetch.share_records import ShareRecord
+from aiokafka_lite.structs import TopicPartition
+
+TP = TopicPartition("jobs", 0)
+
+
+def record(offset: int, delivery_count: int = 1, partition: int = 0, value: bytes = b"v") -> ShareRecord:
+    return ShareRecord("jobs", partition, offset, 0, 0, b"k", value, [], None, delivery_count, 0.0)
+
+
+class FakeCluster:
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def bootstrap(self, timeout: float | None) -> None:
+        await asyncio.sleep(0)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class FakeMember:
+    def __init__(self, on_change: Any) -> None:
+        self.member_id = "m-1"
+        self.topics: frozenset[str] = frozenset()
+        self.polls = 0
+        self.fatal: BaseException | None = None
+        self.closed_with: float | None = None
+        self.stopped = False
+        self.on_change = on_change
+
+    def subscribe(self, topics: Any) -> None:
+        self.topics = frozenset(topics)
+
+    def before_poll(self) -> None:
+        self.polls += 1
+        if self.fatal is not None:
+            raise self.fatal
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TP} if self.topics else set()
+
+    def metrics(self) -> dict[str, Any]:
+        return {"member_id": self.member_id}
+
+    async def close(self, timeout: float | None) -> None:
+        self.closed_with = timeout
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+class FakeFetcher:
+    """Hands out what ``add()`` queued; records acknowledgements (strict as ShareFetcher's ledger)."""
+
+    def __init__(self) -> None:
+        self.queue: list[ShareRecord] = []
+        self.delivered: set[int] = set()
+        self.acks: list[tuple[int, AckType]] = []
+        self.ready = asyncio.Event()
+        self.assigned: set[TopicPartition] = set()
+        self.closed = False
+        self.commit_delay = 0.0
+
+    def add(self, *records: ShareRecord) -> None:
+        self.queue.extend(records)
+        self.ready.set()
+
+    def assign(self, tps: Any) -> None:
+        self.assigned = set(tps)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.assigned)
+
+    def send_fetches(self) -> int:
+        return 0
+
+    def take_acknowledgement_results(self) -> dict[TopicPartition, Any]:
+        return {}
+
+    def fetched_records(self, max_records: int, *, strict: bool = True) -> dict[TopicPartition, list[ShareRecord]]:
+        assert strict is False  # the facade keeps the rule per task
+        out, self.queue = self.queue[:max_records], self.queue[max_records:]
+        if not self.queue:
+            self.ready.clear()
+        self.delivered.update(r.offset for r in out)
+        return {TP: out} if out else {}
+
+    def acknowledge(self, rec: ShareRecord, kind: AckType) -> None:
+        if rec.offset not in self.delivered:
+            raise IllegalStateError(f"offset {rec.offset} is not awaiting acknowledgement")
+        if kind is not AckType.RENEW:
+            self.delivered.discard(rec.offset)
+        self.acks.append((rec.offset, kind))
+
+    async def wait_for_data(self, timeout: float | None) -> None:
+        if self.closed:
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await self.ready.wait()
+        except TimeoutError:
+            return
+
+    async def commit(self, timeout: float | None) -> dict[TopicPartition, Any]:
+        await asyncio.sleep(self.commit_delay)
+        return {TP: None}
+
+    async def close(self, timeout: float | None = None) -> dict[TopicPartition, Any]:
+        self.closed = True
+        self.ready.set()
+        return {}
+
+    def sessions(self) -> dict[int, Any]:
+        return {}
+
+    def in_flight(self) -> int:
+        return 0
+
+
+class Parts:
+    cluster: FakeCluster
+    member: FakeMember
+    fetcher: FakeFetcher

@@ -1,0 +1,291 @@
+"""The ShareConsumer's own logic on a scripted fetcher and member (fake.py): settings, the
+per-task acknowledgement modes, many tasks polling at once, cancellation, commit and close."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from aiokafka_lite import ShareConsumer
+from aiokafka_lite.errors import (
+    ConfigError,
+    ConsumerClosedError,
+    IllegalStateError,
+    InvalidArgumentError,
+    KafkaError,
+    RecordDeserializationError,
+)
+from aiokafka_lite.fetch.share_acks import AckType
+
+from .fake import TP, Parts, record
+
+pytestmark = pytest.mark.asyncio
+SERVERS = "127.0.0.1:1"
+
+
+def share(**settings: object) -> ShareConsumer:
+    return ShareConsumer("jobs", bootstrap_servers=SERVERS, group_id="workers", **settings)
+
+
+# ------------------------------------------------------------ settings
+
+async def test_settings_are_checked_as_the_consumers_are() -> None:
+    with pytest.raises(ConfigError, match="share_acknowledgement_mode"):
+        ShareConsumer(bootstrap_servers=SERVERS, group_id="g", share_acknowledgment_mode="explicit")
+    with pytest.raises(ConfigError, match="share_acknowledgement_mode"):
+        ShareConsumer(bootstrap_servers=SERVERS, group_id="g", share_acknowledgement_mode="sometimes")
+    with pytest.raises(ConfigError, match="group_id"):
+        ShareConsumer(bootstrap_servers=SERVERS)
+
+
+@pytest.mark.parametrize(("name", "value"), [("auto_offset_reset", "earliest"), ("group_protocol", "consumer"),
+                                         ("isolation_level", "read_committed"), ("session_timeout_ms", 10000),
+                                         ("group_instance_id", "a")])
+async def test_settings_a_share_group_does_not_use_are_refused(name: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=f"{name}.*does not apply to a ShareConsumer"):
+        share(**{name: value})
+
+
+async def test_java_names_through_from_properties() -> None:
+    s = ShareConsumer.from_properties({"bootstrap.servers": SERVERS, "group.id": "g",
+                                       "share.acknowledgement.mode": "explicit", "max.poll.records": "7"}, "jobs")
+    assert s.explicit
+    assert s.config.max_poll_records == 7
+    assert s.subscription() == {"jobs"}
+    assert not share().explicit  # implicit by default, as Java
+
+
+# ------------------------------------------------------------ poll's arguments, before any I/O
+
+@pytest.mark.parametrize("timeout", [math.nan, -1, None, "1"])
+async def test_a_bad_poll_timeout_is_refused_at_once(parts: Parts, timeout: object) -> None:
+    s = share()
+    with pytest.raises(InvalidArgumentError):
+        await s.poll(timeout)  # type: ignore[arg-type]
+    assert not hasattr(parts, "cluster")  # nothing was started
+    with pytest.raises(InvalidArgumentError):
+        await s.poll(1.0, max_records=0)
+    with pytest.raises(InvalidArgumentError):
+        await s.commit(timeout=-1)
+    with pytest.raises(InvalidArgumentError):
+        await s.close(math.nan)
+
+
+async def test_poll_before_subscribe_is_refused(parts: Parts) -> None:
+    s = ShareConsumer(bootstrap_servers=SERVERS, group_id="g")
+    with pytest.raises(IllegalStateError, match="subscribe"):
+        await s.poll(0.1)
+    await s.close()
+
+
+# ------------------------------------------------------------ poll
+
+async def test_poll_hands_out_records_and_returns_empty_when_time_runs_out(parts: Parts) -> None:
+    async with share() as s:
+        parts.fetcher.add(record(0), record(1))
+        assert [r.offset for r in await s.poll(1.0)] == [0, 1]
+        assert parts.member.polls >= 1  # the poll clock was stamped through before_poll()
+        assert parts.fetcher.assigned == {TP}
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        assert await s.poll(0.05) == []  # the same task: its two records are accepted first
+        assert loop.time() - began < 2.0
+        assert sorted(parts.fetcher.acks) == [(0, AckType.ACCEPT), (1, AckType.ACCEPT)]
+
+
+async def test_implicit_mode_refuses_acknowledge(parts: Parts) -> None:
+    async with share() as s:
+        parts.fetcher.add(record(0))
+        (r,) = await s.poll(1.0)
+        with pytest.raises(IllegalStateError, match="explicit"):
+            s.acknowledge(r, "reject")
+
+
+async def test_explicit_mode_refuses_a_poll_from_a_task_holding_undecided_records(parts: Parts) -> None:
+    async with share(share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(record(0), record(1))
+        (first,) = await s.poll(1.0, max_records=1)
+        with pytest.raises(IllegalStateError, match="acknowledge each record"):
+            await s.poll(0.1)
+        # Another task may poll meanwhile: the rule is per task.
+        (second,) = await asyncio.create_task(_poll_and_ack(s, "release"))
+        assert second.offset == 1
+        s.acknowledge(first, "reject")
+        assert await s.poll(0.01) == []
+        assert parts.fetcher.acks == [(1, AckType.RELEASE), (0, AckType.REJECT)]
+        with pytest.raises(InvalidArgumentError, match="acknowledge type"):
+            s.acknowledge(first, "maybe")
+
+
+async def _poll_and_ack(s: ShareConsumer, kind: str) -> list[object]:
+    records = await s.poll(1.0, max_records=1)
+    for r in records:
+        s.acknowledge(r, kind)
+    return records
+
+
+async def test_many_tasks_iterate_at_once_and_each_record_goes_to_one(parts: Parts) -> None:
+    seen: list[int] = []
+    running = most = 0
+
+    async def worker(s: ShareConsumer) -> None:
+        nonlocal running, most
+        async for r in s:
+            running += 1
+            most = max(most, running)
+            await asyncio.sleep(0.001)
+            seen.append(r.offset)
+            running -= 1
+            s.acknowledge(r, "accept")
+            if len(seen) == 200:
+                await s.close()
+
+    async with share(share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(*(record(i) for i in range(200)))
+        async with asyncio.timeout(20):
+            await asyncio.gather(*(worker(s) for _ in range(8)))
+    assert sorted(seen) == list(range(200))
+    assert most > 2
+    assert sorted(o for o, _ in parts.fetcher.acks) == list(range(200))
+
+
+async def test_a_task_cancelled_mid_record_releases_it(parts: Parts) -> None:
+    async with share(share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(record(0))
+        started = asyncio.Event()
+
+        async def worker() -> None:
+            async for _ in s:
+                started.set()
+                await asyncio.sleep(60)
+
+        task = asyncio.create_task(worker())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert parts.fetcher.acks == [(0, AckType.RELEASE)]
+        assert s.metrics()["records_held"] == 0
+
+
+async def test_acknowledging_block_accepts_or_releases_by_outcome(parts: Parts) -> None:
+    async with share(share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(record(0), record(1), record(2))
+        a, b, c = await s.poll(1.0)
+        with s.acknowledging(a):
+            pass
+        with pytest.raises(ValueError, match="bad"), s.acknowledging(b):
+            raise ValueError("bad")
+
+        async def cancelled_block() -> None:
+            async with s.acknowledging(c):
+                await asyncio.sleep(60)
+
+        task = asyncio.create_task(cancelled_block())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert parts.fetcher.acks == [(0, AckType.ACCEPT), (1, AckType.RELEASE), (2, AckType.RELEASE)]
+
+
+async def test_implicit_mode_accepts_a_finished_tasks_records_and_releases_a_cancelled_ones(parts: Parts) -> None:
+    async with share() as s:
+        parts.fetcher.add(record(0), record(1))
+        await asyncio.create_task(s.poll(1.0, max_records=1))
+        blocked = asyncio.Event()
+
+        async def slow() -> None:
+            await s.poll(1.0, max_records=1)
+            blocked.set()
+            await asyncio.sleep(60)
+
+        task = asyncio.create_task(slow())
+        await blocked.wait()
+        task.cancel()
+        await asyncio.wait([task])
+        assert parts.fetcher.acks == [(0, AckType.ACCEPT), (1, AckType.RELEASE)]
+
+
+async def test_a_deserializer_failure_releases_that_record_after_handing_out_the_ones_before(parts: Parts) -> None:
+    def value(raw: bytes | None) -> str:
+        if raw == b"bad":
+            raise ValueError("not text")
+        return (raw or b"").decode()
+
+    async with share(value_deserializer=value, share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(record(0), record(1, value=b"bad"), record(2))
+        (good,) = await s.poll(1.0)
+        assert good.value == "v"
+        s.acknowledge(good, "accept")
+        with pytest.raises(RecordDeserializationError, match="released") as caught:
+            await s.poll(1.0)
+        assert isinstance(caught.value.__cause__, ValueError)
+        assert sorted(parts.fetcher.acks) == [(0, AckType.ACCEPT), (1, AckType.RELEASE), (2, AckType.RELEASE)]
+
+
+async def test_a_fatal_member_error_is_raised_by_poll(parts: Parts) -> None:
+    async with share() as s:
+        await s.start()
+        parts.member.fatal = KafkaError("group authorization failed")
+        with pytest.raises(KafkaError, match="authorization"):
+            await s.poll(0.5)
+
+
+async def test_a_cancelled_poll_raises_cancelled_error(parts: Parts) -> None:
+    async with share() as s:
+        task = asyncio.create_task(s.poll(30.0))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+# ------------------------------------------------------------ commit and close
+
+async def test_commit_sends_and_reports_per_partition(parts: Parts) -> None:
+    async with share() as s:
+        parts.fetcher.add(record(0))
+        await s.poll(1.0)
+        assert await s.commit() == {TP: None}
+        assert parts.fetcher.acks == [(0, AckType.ACCEPT)]  # implicit: accepted by the commit
+        got: list[object] = []
+        fut = s.commit_async(lambda results, error: got.append((results, error)))
+        assert await fut == {TP: None}
+        await asyncio.sleep(0)
+        assert got == [({TP: None}, None)]
+        assert s.metrics()["commits"] == 2
+
+
+async def test_close_ends_other_tasks_calls_and_stops_everything(parts: Parts) -> None:
+    s = share(share_acknowledgement_mode="explicit")
+    await s.start()
+    parts.fetcher.commit_delay = 60
+    waiting = asyncio.create_task(s.poll(30.0))
+    committing = asyncio.create_task(s.commit(timeout=30.0))
+    await asyncio.sleep(0.05)
+    await s.close(5.0)
+    with pytest.raises(ConsumerClosedError):
+        await waiting
+    with pytest.raises(ConsumerClosedError):
+        await committing
+    assert parts.fetcher.closed
+    assert parts.member.closed_with is not None
+    assert parts.member.stopped
+    assert parts.cluster.closed
+    await s.close()  # idempotent
+    with pytest.raises(ConsumerClosedError):
+        await s.poll(0.1)
+
+
+async def test_metrics_snapshot(parts: Parts) -> None:
+    async with share() as s:
+        parts.fetcher.add(record(0))
+        await s.poll(1.0)
+        m = s.metrics()
+    assert m["records_handed_out"] == 1
+    assert m["records_held"] == 1
+    assert m["acknowledgement_mode"] == "implicit"
+    assert m["member"] == {"member_id": "m-1"}

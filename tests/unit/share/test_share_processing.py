@@ -1,0 +1,168 @@
+"""process_share() on a scripted share source: outcomes to acknowledgements, redelivery as the
+retry, the retry count and the hook, cancellation releasing, how it ends."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from aiokafka_lite.errors import ConsumerClosedError, HandlerFailedError, InvalidArgumentError
+from aiokafka_lite.fetch.share_acks import AckType
+from aiokafka_lite.fetch.share_records import ShareRecord
+from aiokafka_lite.share import ShareProcessor, process_share
+
+from .fake import record
+
+pytestmark = pytest.mark.asyncio
+
+
+class FakeShare:
+    """Hands out queued records one poll at a time; a released record comes back with its delivery
+    count one higher (as the broker does)."""
+
+    def __init__(self, *records: ShareRecord, explicit: bool = True) -> None:
+        self.explicit = explicit
+        self.queue = list(records)
+        self.acks: list[tuple[int, int, AckType]] = []  # offset, delivery count, type
+        self.closed = False
+        self.arrived = asyncio.Event()
+
+    async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ShareRecord]:
+        if self.closed:
+            raise ConsumerClosedError("closed")
+        if not self.queue:
+            await asyncio.sleep(min(timeout, 0.005))
+            return []
+        return [self.queue.pop(0)]
+
+    def acknowledge(self, r: ShareRecord, type: AckType | str = "accept") -> None:
+        assert isinstance(type, AckType)
+        self.acks.append((r.offset, r.delivery_count, type))
+        if type is AckType.RELEASE:
+            self.queue.append(r._replace(delivery_count=r.delivery_count + 1))
+        self.arrived.set()
+
+
+async def until(condition: Any, seconds: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not condition():
+        assert loop.time() < deadline, "not within the deadline"
+        await asyncio.sleep(0.002)
+
+
+async def test_return_accepts_and_handlers_run_concurrently() -> None:
+    share = FakeShare(*(record(i) for i in range(40)))
+    proc = ShareProcessor(share, lambda r: asyncio.sleep(0.01), concurrency=8, poll_timeout=0.01)
+    task = asyncio.create_task(proc.run())
+    await until(lambda: proc.accepted == 40)
+    proc.stop()
+    result = await task
+    assert result.reason == "stopped"
+    assert result.accepted == 40
+    assert sorted(o for o, _, t in share.acks if t is AckType.ACCEPT) == list(range(40))
+    assert proc.metrics()["peak_in_progress"] > 2
+
+
+async def test_failure_releases_then_rejects_past_max_retries_and_calls_the_hook() -> None:
+    share = FakeShare(record(0))
+    failed: list[tuple[int, int, str]] = []
+
+    async def hook(r: ShareRecord, error: Exception) -> None:
+        failed.append((r.offset, r.delivery_count, str(error)))
+
+    async def handler(r: ShareRecord) -> None:
+        raise ValueError("boom")
+
+    proc = ShareProcessor(share, handler, on_failure=hook, concurrency=2, max_retries=2, poll_timeout=0.01)
+    task = asyncio.create_task(proc.run())
+    await until(lambda: failed)
+    proc.stop()
+    await task
+    assert share.acks == [(0, 1, AckType.RELEASE), (0, 2, AckType.RELEASE), (0, 3, AckType.REJECT)]
+    assert failed == [(0, 3, "boom")]
+
+
+async def test_without_a_hook_the_poison_record_is_rejected_and_run_raises() -> None:
+    share = FakeShare(record(5, delivery_count=4))
+
+    async def handler(r: ShareRecord) -> None:
+        raise ValueError("poison")
+
+    with pytest.raises(HandlerFailedError, match="offset 5") as caught:
+        async with asyncio.timeout(20):
+            await process_share(share, handler, concurrency=3, max_retries=3, poll_timeout=0.01)
+    assert isinstance(caught.value.__cause__, ValueError)
+    assert share.acks == [(5, 4, AckType.REJECT)]
+
+
+async def test_max_retries_none_leaves_it_to_the_broker() -> None:
+    share = FakeShare(record(0, delivery_count=50))
+    calls = 0
+
+    async def handler(r: ShareRecord) -> None:
+        nonlocal calls
+        calls += 1
+        raise ValueError("again")
+
+    proc = ShareProcessor(share, handler, max_retries=None, concurrency=1, poll_timeout=0.01)
+    task = asyncio.create_task(proc.run())
+    await until(lambda: calls >= 3)
+    proc.stop()
+    await task
+    assert {t for _, _, t in share.acks} == {AckType.RELEASE}
+
+
+async def test_stop_past_drain_timeout_cancels_handlers_which_release_their_records() -> None:
+    share = FakeShare(record(0), record(1))
+    started = asyncio.Event()
+
+    async def handler(r: ShareRecord) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(process_share(share, handler, concurrency=2, drain_timeout=0.05,
+                                             poll_timeout=0.01, stop=stop))
+    await started.wait()
+    await until(lambda: len(share.queue) == 0)
+    stop.set()
+    result = await asyncio.wait_for(task, 20)
+    assert result.reason == "stopped"
+    assert sorted((o, t) for o, _, t in share.acks) == [(0, AckType.RELEASE), (1, AckType.RELEASE)]
+
+
+async def test_cancelling_run_releases_and_reraises() -> None:
+    share = FakeShare(record(0))
+    started = asyncio.Event()
+
+    async def handler(r: ShareRecord) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    task = asyncio.create_task(process_share(share, handler, concurrency=1, poll_timeout=0.01))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert share.acks == [(0, 1, AckType.RELEASE)]
+
+
+async def test_a_closed_consumer_ends_run_with_reason_closed() -> None:
+    share = FakeShare()
+    task = asyncio.create_task(process_share(share, lambda r: asyncio.sleep(0), poll_timeout=0.01))
+    await asyncio.sleep(0.02)
+    share.closed = True
+    result = await asyncio.wait_for(task, 20)
+    assert result.reason == "closed"
+
+
+async def test_misuse_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="explicit"):
+        ShareProcessor(FakeShare(explicit=False), lambda r: asyncio.sleep(0))
+    with pytest.raises(InvalidArgumentError, match="did you mean 'concurrency'"):
+        ShareProcessor(FakeShare(), lambda r: asyncio.sleep(0), concurency=3)
+    with pytest.raises(InvalidArgumentError, match="max_retries"):
+        ShareProcessor(FakeShare(), lambda r: asyncio.sleep(0), max_retries=-1)
