@@ -1,9 +1,8 @@
 """The Consumer users hold: it owns the cluster, the fetcher, the group coordinator and the
-background tasks, and closes them. Every awaitable method is bounded (KIP-266).
-
-The facade stays thin: start() and close() are lifecycle's, commits are commits', the look-ups
-lookups', the `async for` buffer iteration's, unsubscribe()'s task unsubscribing's; the poll
-path, the group member and close() see the consumer through parts.ConsumerParts."""
+background tasks, and closes them. Every awaitable method is bounded (KIP-266). The facade stays
+thin: start() and close() are lifecycle's, commits are commits', the look-ups lookups', the `async
+for` buffer iteration's, unsubscribe()'s task unsubscribing's; the poll path, the group member and
+close() see the consumer through parts.ConsumerParts."""
 
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ from ..errors import ConsumerClosedError, IllegalStateError, InvalidArgumentErro
 from ..fetch.fetcher import Fetcher
 from ..fetch.offset_lookup import OffsetLookup
 from ..group.member import GroupMember
+from ..liveness.closing import Closing
 from ..liveness.deadlines import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from ..liveness.stall import StallMonitor
 from ..liveness.timers import LivenessTimers
@@ -32,7 +32,7 @@ from ..subscription import ResetStrategy, SubscriptionState, SubscriptionType
 from .closing import close_gracefully, membership_operation
 from .commits import Commits, commit_error, offsets_arg, outcome_of, retrieve_outcome
 from .iteration import IterationBuffer
-from .lifecycle import Closing, SideTasks, Startup, close_by_force
+from .lifecycle import SideTasks, Startup, close_by_force
 from .listener import ConsumerRebalanceListener
 from .lookups import partition_args, partitions_arg, position_of, topic_partitions
 from .metrics import snapshot
@@ -83,7 +83,7 @@ class Consumer:
                                     self._hooks())
         self._stall = StallMonitor(config.session_timeout, config.stall_warning_ratio, config.heartbeat_mode)
         self._telemetry = MetricsPush(config, self.metrics)  # KIP-714, from start() to close()
-        self._closing = Closing()
+        self._closing = Closing("close")
         self._startup = Startup(config, self._connected, self._is_closed)
         self._unsubscribing = UnsubscribeTask()
         self._iter_buffer = IterationBuffer()

@@ -6,14 +6,14 @@ tasks the consumer starts without awaiting them."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._net.cluster import Cluster
 from ..config import ConsumerConfig
-from ..errors import ConsumerClosedError, KafkaError, KafkaTimeoutError
+from ..errors import ConsumerClosedError, KafkaTimeoutError
+from ..liveness.closing import cancel
 from ..protocol import native
 from ..structs import GroupMembershipOperation
 from .closing import leave_by_force
@@ -86,51 +86,6 @@ class Startup:
                                                                 f"{unreached}")
 
 
-class Closing:
-    """Closed from the first close() on. That call starts the graceful part and then the forced
-    part as tasks, so a second close(), or a cancelled one, can wait for them or cut them short."""
-
-    def __init__(self) -> None:
-        self.closed = False
-        self.forcing = False  # the forced part has begun: nothing is retried
-        self._task: asyncio.Task[None] | None = None
-        self._graceful: asyncio.Task[None] | None = None
-
-    async def close(self, timeout: float | None, graceful: Callable[[], Coroutine[Any, Any, None]],
-                    by_force: Callable[[], Awaitable[None]]) -> None:
-        """Consumer.close() with a checked timeout: `graceful` and `by_force` start on the first call."""
-        if self._task is None:
-            self.closed = True
-            self._graceful = asyncio.create_task(graceful(), name="aiokafka-lite close (graceful)")
-            self._task = asyncio.create_task(_close(self._graceful, by_force), name="aiokafka-lite close")
-        close_task, graceful_task = self._task, self._graceful
-        try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await asyncio.shield(close_task)
-                    return
-        except asyncio.CancelledError:
-            if graceful_task is not None:
-                graceful_task.cancel()
-            await asyncio.wait({close_task})  # a second cancellation of ours ends this wait too
-            if close_task.done() and not close_task.cancelled():
-                close_task.exception()  # retrieved: this caller re-raises its cancellation instead
-            raise
-        if graceful_task is not None:
-            graceful_task.cancel()
-        await asyncio.shield(close_task)
-
-
-async def _close(graceful: asyncio.Task[None], by_force: Callable[[], Awaitable[None]]) -> None:
-    try:
-        await asyncio.wait({graceful})  # its cancellation (a shorter close()) is not ours
-    finally:
-        await by_force()
-    error = None if graceful.cancelled() else graceful.exception()
-    if error is not None:
-        raise error
-
-
 class SideTasks:
     """Work the consumer starts and does not wait for (a LeaveGroup after unsubscribe()); the
     forced part of close() cancels what is left. A failure is logged."""
@@ -174,13 +129,3 @@ async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, 
         await fetcher.close()
     if cluster is not None:
         await cluster.close()
-
-
-async def cancel(fut: asyncio.Future[Any] | None) -> None:
-    if fut is None or fut.done():
-        if fut is not None and not fut.cancelled():
-            fut.exception()  # retrieved, so asyncio does not log "exception never retrieved"
-        return
-    fut.cancel()
-    with contextlib.suppress(asyncio.CancelledError, KafkaError):
-        await fut

@@ -21,11 +21,12 @@ from ..fetch.share_acks import AckType
 from ..fetch.share_fetcher import AckResults, ShareFetcher
 from ..fetch.share_records import ShareRecord
 from ..group.share.member import ShareMember
+from ..liveness.closing import Closing, cancel
 from ..liveness.deadlines import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from ..structs import TopicPartition
 from .acks import AckCounts, Acknowledging, ack_type_of, deserialize
 from .held import HeldRecords
-from .lifecycle import Closing, StartOnce, cancel
+from .lifecycle import StartOnce
 from .wiring import make_cluster, make_fetcher, make_member, share_config
 
 log = logging.getLogger("aiokafka_lite.share")
@@ -58,7 +59,7 @@ class ShareConsumer:
         self._member: ShareMember | None = None
         self._fetcher: ShareFetcher | None = None
         self._startup = StartOnce(self._start_once, self._is_closed)
-        self._closing = Closing()
+        self._closing = Closing("share close")
         self._held = HeldRecords(self._task_ended)
         self._held.explicit = self.explicit
         self._commits: set[asyncio.Task[AckResults]] = set()

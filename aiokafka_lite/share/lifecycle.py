@@ -1,16 +1,14 @@
-"""The ShareConsumer's life cycle: the start attempt (one at a time, shared by the calls that wait
-for it, going on as an owned task when a caller's timeout lapses) and close() (a graceful part
-bounded by its limit, then always the forced part, both as owned tasks so a second or cancelled
-close() can wait for them or cut them short)."""
+"""The ShareConsumer's start attempt: one at a time, shared by the calls that wait for it, going on
+as an owned task when a caller's timeout lapses. close()'s two parts are liveness/closing.py's."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..errors import ConsumerClosedError
+from ..liveness.closing import cancel
 
 
 class StartOnce:
@@ -46,56 +44,3 @@ class StartOnce:
 
     async def stop(self) -> None:
         await cancel(self._task)
-
-
-class Closing:
-    """Closed from the first close() on; the graceful part and the forced part are tasks."""
-
-    def __init__(self) -> None:
-        self.closed = False
-        self._task: asyncio.Task[None] | None = None
-        self._graceful: asyncio.Task[None] | None = None
-
-    async def close(self, timeout: float | None, graceful: Callable[[], Coroutine[Any, Any, None]],
-                    by_force: Callable[[], Awaitable[None]]) -> None:
-        if self._task is None:
-            self.closed = True
-            self._graceful = asyncio.create_task(graceful(), name="aiokafka-lite share close (graceful)")
-            self._task = asyncio.create_task(_close(self._graceful, by_force), name="aiokafka-lite share close")
-        close_task, graceful_task = self._task, self._graceful
-        try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await asyncio.shield(close_task)
-                    return
-        except asyncio.CancelledError:
-            if graceful_task is not None:
-                graceful_task.cancel()
-            await asyncio.wait({close_task})
-            if close_task.done() and not close_task.cancelled():
-                close_task.exception()  # retrieved: this caller re-raises its cancellation instead
-            raise
-        if graceful_task is not None:  # this call's timeout lapsed: cut the graceful part short
-            graceful_task.cancel()
-        await asyncio.shield(close_task)
-
-
-async def _close(graceful: asyncio.Task[None], by_force: Callable[[], Awaitable[None]]) -> None:
-    try:
-        await asyncio.wait({graceful})  # its cancellation (a shorter close()) is not ours
-    finally:
-        await by_force()
-    error = None if graceful.cancelled() else graceful.exception()
-    if error is not None:
-        raise error
-
-
-async def cancel(fut: asyncio.Future[Any] | None) -> None:
-    """Cancel and await an owned task; its outcome is retrieved, never raised here."""
-    if fut is None:
-        return
-    if not fut.done():
-        fut.cancel()
-        await asyncio.wait({fut})
-    if not fut.cancelled():
-        fut.exception()
