@@ -11,7 +11,7 @@ it succeeds by returning and fails by raising. A failure is retried ``max_retrie
 exponential back-off (``retry_backoff`` doubling up to ``retry_backoff_max``); then ``on_failure(record,
 error)`` (plain or async; a dead-letter writer, say) takes the record, which then counts as done.
 Without a hook, or if the hook raises, process() stops cleanly and raises ``HandlerFailedError``.
-The ShareConsumer's twin is ``aiokafka_lite.share.process_share(share, handler, concurrency=...,
+The ShareConsumer's twin is ``process_share(share, handler, concurrency=...,
 max_retries=..., on_failure=...)``: success acknowledges "accept", a failure "release" (the broker's
 redelivery is the retry), the hook's record "reject"; ordering and the watermark have no meaning
 there (the broker tracks each record).
@@ -61,10 +61,13 @@ from ..consumer.listener import ConsumerRebalanceListener
 from .engine import Processor, ProcessResult
 from .metadata import FinishedRanges, decode, encode
 from .settings import FailureHook, Handler, ProcessSettings
+from .share import ShareProcessor, ShareProcessResult, ShareProcessSettings, process_share
 from .source import RecordSource
+from .stopping import run_until
 
 __all__ = ["FailureHook", "FinishedRanges", "Handler", "ProcessResult", "ProcessSettings", "Processor",
-           "RecordSource", "decode", "encode", "process"]
+           "RecordSource", "ShareProcessResult", "ShareProcessSettings", "ShareProcessor", "decode", "encode",
+           "process", "process_share"]
 
 
 async def process(consumer: RecordSource, handler: Handler, *, on_failure: FailureHook | None = None,
@@ -76,16 +79,4 @@ async def process(consumer: RecordSource, handler: Handler, *, on_failure: Failu
     (docs/processing.md)."""
     processor = Processor(consumer, handler, on_failure=on_failure, listener=listener, topics=topics,
                           pattern=pattern, **settings)
-    if stop is None:
-        return await processor.run()
-    waiter = asyncio.create_task(_stop_when(stop, processor))
-    try:
-        return await processor.run()
-    finally:
-        waiter.cancel()
-        await asyncio.wait([waiter])  # nothing left behind
-
-
-async def _stop_when(event: asyncio.Event, processor: Processor) -> None:
-    await event.wait()
-    processor.stop()
+    return await run_until(processor, stop)

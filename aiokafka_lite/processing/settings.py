@@ -8,7 +8,7 @@ import difflib
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ..errors import InvalidArgumentError
 from ..structs import ConsumerRecord
@@ -18,6 +18,8 @@ ORDERINGS: tuple[str, ...] = ("key", "partition", "none")
 Handler = Callable[[ConsumerRecord], Awaitable[Any]]
 # Called once a record failed every attempt, with the last error; a plain or async function.
 FailureHook = Callable[[ConsumerRecord, Exception], Any]
+
+S = TypeVar("S")
 
 KAFKA_METADATA_MAX_BYTES = 4096  # the broker's offset.metadata.max.bytes default
 
@@ -36,17 +38,17 @@ class ProcessSettings:
     poll_timeout: float = 0.1  # each poll()'s wait: how soon a stop or freed room is noticed
 
     def __post_init__(self) -> None:
-        _int_at_least("concurrency", self.concurrency, 1)
+        check_int_at_least("concurrency", self.concurrency, 1)
         if self.ordering not in ORDERINGS:
             raise InvalidArgumentError(f"ordering must be one of {', '.join(ORDERINGS)}, got {self.ordering!r}")
         if self.max_pending_records is not None:
-            _int_at_least("max_pending_records", self.max_pending_records, self.concurrency)
-        _int_at_least("max_retries", self.max_retries, 0)
-        _int_at_least("metadata_max_bytes", self.metadata_max_bytes, 0)
+            check_int_at_least("max_pending_records", self.max_pending_records, self.concurrency)
+        check_int_at_least("max_retries", self.max_retries, 0)
+        check_int_at_least("metadata_max_bytes", self.metadata_max_bytes, 0)
         for name in ("retry_backoff", "retry_backoff_max", "drain_timeout", "poll_timeout"):
-            _seconds(name, getattr(self, name))
+            check_seconds(name, getattr(self, name))
         if self.commit_interval is not None:
-            _seconds("commit_interval", self.commit_interval)
+            check_seconds("commit_interval", self.commit_interval)
 
     @property
     def bound(self) -> int:
@@ -61,22 +63,27 @@ class ProcessSettings:
 
 
 def process_settings(given: Mapping[str, Any]) -> ProcessSettings:
-    """ProcessSettings from process()'s keyword arguments: a name it does not know is refused with
-    the closest one (a misspelt setting must not fall back to its default unnoticed)."""
-    names = sorted(f.name for f in fields(ProcessSettings))
+    """ProcessSettings from process()'s keyword arguments (settings_from)."""
+    return settings_from(ProcessSettings, given, "process()")
+
+
+def settings_from(kind: type[S], given: Mapping[str, Any], caller: str) -> S:
+    """A helper's settings from its keyword arguments: a name it does not know is refused with the
+    closest one (a misspelt setting must not fall back to its default unnoticed)."""
+    names = sorted(f.name for f in fields(kind))  # type: ignore[arg-type]
     for name in sorted(set(given) - set(names)):
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"the settings are {', '.join(names)}"
-        raise InvalidArgumentError(f"process() has no setting {name!r}; {hint}")
-    return ProcessSettings(**given)
+        raise InvalidArgumentError(f"{caller} has no setting {name!r}; {hint}")
+    return kind(**given)
 
 
-def _int_at_least(name: str, value: object, low: int) -> None:
+def check_int_at_least(name: str, value: object, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise InvalidArgumentError(f"{name} must be an int >= {low}, got {value!r}")
 
 
-def _seconds(name: str, value: object) -> None:
+def check_seconds(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) or value < 0 \
             or math.isinf(value):
         raise InvalidArgumentError(f"{name} must be a number of seconds >= 0, got {value!r}")

@@ -34,7 +34,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from aiokafka_lite import ShareConsumer
-from aiokafka_lite.share import ShareProcessor, ShareRecord
+from aiokafka_lite.processing import ShareProcessor
+from aiokafka_lite.share import ShareRecord
 
 log = logging.getLogger("fastapi_worker")
 

@@ -18,7 +18,8 @@ import pytest
 
 from aiokafka_lite import ShareConsumer
 from aiokafka_lite.errors import ConsumerClosedError, IllegalStateError, InvalidArgumentError, KafkaTimeoutError
-from aiokafka_lite.share import ShareRecord, process_share
+from aiokafka_lite.processing import process_share
+from aiokafka_lite.share import ShareRecord
 from aiokafka_lite.testing.helpers import create_topic, produce, set_group_config
 
 from ..tcp_proxy import silent_server

@@ -1,6 +1,7 @@
 """A handler over a ShareConsumer's records: the share-group twin of processing.process().
 
-    from aiokafka_lite.share import ShareConsumer, process_share
+    from aiokafka_lite.processing import process_share
+    from aiokafka_lite.share import ShareConsumer
 
     async def handle(record): ...                     # one coroutine per record
     share = ShareConsumer("jobs", bootstrap_servers=..., group_id="workers",
@@ -36,18 +37,19 @@ returns or raises.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import ConsumerClosedError, HandlerFailedError, InvalidArgumentError, KafkaError
 from ..fetch.share_acks import AckType
 from ..fetch.share_records import ShareRecord
+from .settings import check_int_at_least, check_seconds, settings_from
+from .stopping import run_until
 
-log = logging.getLogger("aiokafka_lite.share")
+log = logging.getLogger("aiokafka_lite.processing.share")
 
 ShareHandler = Callable[[ShareRecord], Awaitable[Any]]
 ShareFailureHook = Callable[[ShareRecord, Exception], Any]
@@ -71,13 +73,11 @@ class ShareProcessSettings:
     poll_timeout: float = 0.5  # each poll()'s wait: how soon a stop is noticed
 
     def __post_init__(self) -> None:
-        _int_at_least("concurrency", self.concurrency, 1)
+        check_int_at_least("concurrency", self.concurrency, 1)
         if self.max_retries is not None:
-            _int_at_least("max_retries", self.max_retries, 0)
+            check_int_at_least("max_retries", self.max_retries, 0)
         for name in ("drain_timeout", "poll_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-                raise InvalidArgumentError(f"{name} must be a number of seconds >= 0, got {value!r}")
+            check_seconds(name, getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class ShareProcessor:
         if not share.explicit:
             raise InvalidArgumentError("the share handler helper needs a ShareConsumer built with "
                                        "share_acknowledgement_mode='explicit'")
-        self.settings = _settings(settings)
+        self.settings = settings_from(ShareProcessSettings, settings, "process_share()")
         self._share, self._handler, self._on_failure = share, handler, on_failure
         self._stopping = asyncio.Event()
         self._running = False
@@ -215,31 +215,4 @@ async def process_share(share: ShareSource, handler: ShareHandler, *, on_failure
                         stop: asyncio.Event | None = None, **settings: Any) -> ShareProcessResult:
     """Run ``handler`` on the consumer's records until ``stop`` is set or the consumer is closed.
     Settings: concurrency, max_retries, drain_timeout, poll_timeout (docs/share.md)."""
-    processor = ShareProcessor(share, handler, on_failure=on_failure, **settings)
-    if stop is None:
-        return await processor.run()
-    waiter = asyncio.create_task(_stop_when(stop, processor))
-    try:
-        return await processor.run()
-    finally:
-        waiter.cancel()
-        await asyncio.wait([waiter])  # nothing left behind
-
-
-async def _stop_when(event: asyncio.Event, processor: ShareProcessor) -> None:
-    await event.wait()
-    processor.stop()
-
-
-def _settings(given: dict[str, Any]) -> ShareProcessSettings:
-    names = sorted(f.name for f in fields(ShareProcessSettings))
-    for name in sorted(set(given) - set(names)):
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"the settings are {', '.join(names)}"
-        raise InvalidArgumentError(f"process_share() has no setting {name!r}; {hint}")
-    return ShareProcessSettings(**given)
-
-
-def _int_at_least(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidArgumentError(f"{name} must be an int >= {low}, got {value!r}")
+    return await run_until(ShareProcessor(share, handler, on_failure=on_failure, **settings), stop)

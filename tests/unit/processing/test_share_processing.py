@@ -11,9 +11,9 @@ import pytest
 from aiokafka_lite.errors import ConsumerClosedError, HandlerFailedError, InvalidArgumentError
 from aiokafka_lite.fetch.share_acks import AckType
 from aiokafka_lite.fetch.share_records import ShareRecord
-from aiokafka_lite.share import ShareProcessor, process_share
+from aiokafka_lite.processing import ShareProcessor, process_share
 
-from .fake import record
+from ..share.fake import record
 
 pytestmark = pytest.mark.asyncio
 
