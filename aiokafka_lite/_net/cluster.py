@@ -131,17 +131,19 @@ class Cluster:
         """A broker named the new leader of ``tp`` (KIP-951); see MetadataCache.apply_leader_hint."""
         return self.metadata.apply_leader_hint(tp, leader_id, leader_epoch, endpoints)
 
-    def raise_topic_errors(self, topics: Iterable[str], *, subscribed: bool = False) -> None:
+    def raise_topic_errors(self, topics: Iterable[str], *, subscribed: bool = False) -> set[str]:
         """A topic the last metadata called invalid or unauthorized is the caller's error (as in
         Java); other topic errors (unknown, leader not available...) are transient. ``subscribed``:
-        the consumer waits for these topics, so one that does not exist is said once (MissingTopics)."""
+        the consumer waits for these topics, so one that does not exist is said once (MissingTopics);
+        returns those the metadata calls unknown."""
         topics = list(topics)
-        if subscribed:
-            self._missing_topics.checked({t: self.metadata.topic_error(t) for t in topics})
+        missing = self._missing_topics.checked({t: self.metadata.topic_error(t) for t in topics}) \
+            if subscribed else set()
         for topic in topics:
             code = self.metadata.topic_error(topic)
             if code in (INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED):
                 raise BrokerError(code, f"topic {topic!r}")
+        return missing
 
     # ------------------------------------------------------------------ the connection pool
 

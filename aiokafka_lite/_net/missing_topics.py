@@ -21,8 +21,10 @@ class MissingTopics:
         self._logger = logger
         self._streaks: dict[str, FailureLog] = {}
 
-    def checked(self, errors: Mapping[str, int | None]) -> None:
-        """``errors``: subscribed topics' error codes in the latest metadata (None: not in it)."""
+    def checked(self, errors: Mapping[str, int | None]) -> set[str]:
+        """``errors``: subscribed topics' error codes in the latest metadata (None: not in it).
+        Returns the topics it calls unknown."""
+        missing = set()
         for topic, code in errors.items():
             streak = self._streaks.get(topic)
             if code == UNKNOWN_TOPIC_OR_PARTITION:
@@ -30,6 +32,8 @@ class MissingTopics:
                     streak = self._streaks[topic] = FailureLog(self._logger, f"topic {topic!r}")
                 streak.failed("does not exist; the consumer waits for it to be created and reads "
                               "nothing from it until then")
+                missing.add(topic)
             elif code is not None and streak is not None:
                 streak.recovered(detail="it exists now")
                 del self._streaks[topic]
+        return missing

@@ -15,6 +15,7 @@ assignment() / assignment_by_id() for what to fetch, member_id for ShareFetch, l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import threading
@@ -41,6 +42,7 @@ log = logging.getLogger("aiokafka_lite.consumer")
 # The broker owns the share session (group.share.session.timeout.ms); the timers keep only the
 # poll clock and the heartbeat round trip here, so their session figure is nominal.
 _NOMINAL_SESSION = 45.0
+_MISSING_TOPIC_RECHECK = 5.0  # seconds; the broker's assignment, not this, is what reads a new topic
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class ShareMember:
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = Wakeup()
         self._names_wanted = asyncio.Event()
+        self._topic_error: KafkaError | None = None  # an invalid or unauthorized subscribed topic
         self._send_lock = asyncio.Lock()  # one heartbeat (or the leave) in flight at a time
         self._next_heartbeat = 0.0  # monotonic
         self._backoff = Backoff(settings.retry_backoff_ms / 1000, settings.retry_backoff_max_ms / 1000)
@@ -115,6 +118,7 @@ class ShareMember:
             return
         self._start_tasks()
         m.subscribe(wanted)
+        self._names_wanted.set()  # do the topics exist?
         self._poke()
 
     def before_poll(self) -> None:
@@ -123,6 +127,9 @@ class ShareMember:
         self._check_usable()
         if self._fatal is not None:
             raise self._fatal
+        error, self._topic_error = self._topic_error, None
+        if error is not None:
+            raise error
         with self.timers_lock:
             self.timers.on_poll(time.monotonic())
         if self.machine.state is State.STALE:
@@ -339,15 +346,25 @@ class ShareMember:
 
     async def _names_loop(self) -> None:
         """Refresh the metadata until every assigned topic id has a name (the subscribed topics
-        first, then every topic), backing off between tries."""
+        first, then every topic), backing off between tries; and, as the Consumer does, say once
+        that a subscribed topic does not exist (then look again every few seconds, to say when it
+        does), and raise an invalid or unauthorized one from the next poll."""
         backoff = Backoff(self.settings.retry_backoff_ms / 1000, self.settings.retry_backoff_max_ms / 1000)
         every_topic = False
+        recheck: float | None = None  # while a subscribed topic is missing: look again after this
         while True:
-            await self._names_wanted.wait()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(recheck):
+                    await self._names_wanted.wait()
             self._names_wanted.clear()
-            topics = None if every_topic else sorted(self.machine.topics)
+            subscribed = sorted(self.machine.topics)
+            missing: set[str] = set()
             try:
-                await self.cluster.refresh_metadata(topics, timeout=self.settings.request_timeout)
+                await self.cluster.refresh_metadata(None if every_topic else subscribed,
+                                                    timeout=self.settings.request_timeout)
+                missing = self.cluster.raise_topic_errors(subscribed, subscribed=True)
+            except BrokerError as exc:
+                self._topic_error = exc
             except KafkaError as exc:
                 log.debug("share group %s: metadata refresh for topic names failed: %s", self.group_id, exc)
             if self.machine.resolve(self.cluster.metadata.topic_name):
@@ -358,6 +375,7 @@ class ShareMember:
             else:
                 every_topic = False
                 backoff.succeeded()
+            recheck = _MISSING_TOPIC_RECHECK if missing else None
             self._notify()
 
     def _set_fatal(self, error: BaseException) -> None:

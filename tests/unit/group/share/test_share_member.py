@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from aiokafka_lite.errors import BrokerError, GroupProtocolError, IllegalStateError, UnsupportedVersionError
+from aiokafka_lite.errors import BrokerError, GroupProtocolError, IllegalStateError, KafkaError, UnsupportedVersionError
 from aiokafka_lite.group.share.member import ShareMember, ShareMemberSettings
 from aiokafka_lite.group.share.state import State
 from aiokafka_lite.structs import TopicPartition
@@ -66,6 +66,8 @@ class FakeCluster:
         self.conn = conn
         self.metadata = Names()
         self.refreshes = 0
+        self.missing: set[str] = set()  # subscribed topics the cluster does not have
+        self.topic_error: KafkaError | None = None
 
     async def coordinator_connection(self, group_id: str, timeout: float | None = None) -> Conn:
         return self.conn
@@ -79,6 +81,12 @@ class FakeCluster:
     async def refresh_metadata(self, topics: Iterable[str] | None = None, timeout: float | None = None) -> None:
         self.refreshes += 1
         self.metadata.known[T1] = "jobs"
+
+    def raise_topic_errors(self, topics: Iterable[str], *, subscribed: bool = False) -> set[str]:
+        """The subscribed topics the metadata calls unknown; ``topic_error``, if set, is raised."""
+        if self.topic_error is not None:
+            raise self.topic_error
+        return set(topics) & self.missing
 
 
 def epochs_in_order(replies: list[dict[str, Any]]) -> Reply:
@@ -107,6 +115,35 @@ async def until(condition: Callable[[], bool], what: str, timeout: float = 5.0) 
     while not condition():
         assert time.monotonic() < deadline, what
         await asyncio.sleep(0.005)
+
+
+async def test_an_invalid_subscribed_topic_is_raised_once_from_the_next_poll() -> None:
+    member, _, cluster = member_with(epochs_in_order([answer(1)]))
+    cluster.topic_error = BrokerError(17, "topic 'bad name'")  # INVALID_TOPIC_EXCEPTION
+    member.subscribe(["bad name"])
+    try:
+        await until(lambda: cluster.refreshes >= 1, "the subscribed topics looked up")
+        with pytest.raises(BrokerError, match="bad name"):
+            member.before_poll()
+        member.before_poll()  # raised once, as the Consumer raises it from one poll
+    finally:
+        await member.close(timeout=1.0)
+
+
+async def test_a_missing_subscribed_topic_is_looked_up_again_until_it_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("aiokafka_lite.group.share.member._MISSING_TOPIC_RECHECK", 0.05)
+    member, _, cluster = member_with(epochs_in_order([answer(1)]))
+    cluster.missing = {"later"}
+    member.subscribe(["later"])
+    try:
+        await until(lambda: cluster.refreshes >= 3, "looked up again while missing")
+        cluster.missing = set()
+        await asyncio.sleep(0.1)
+        settled = cluster.refreshes
+        await asyncio.sleep(0.3)
+        assert cluster.refreshes == settled, "no more look-ups once the topic exists"
+    finally:
+        await member.close(timeout=1.0)
 
 
 async def test_joins_names_the_topic_ids_through_metadata_and_says_the_assignment_changed() -> None:
