@@ -46,6 +46,8 @@ async def share_loop(spec: Spec, watch: Stopwatch) -> Result:
                     share.acknowledge(record, "accept")
             count += len(records)
         watch.stop()
+        figures = share.metrics()  # polls; per broker, the share session's next epoch (about its requests)
+        _after.update(polls=figures["polls"], share_sessions=figures.get("share_sessions"))
         began = time.perf_counter()
         results = await share.commit(timeout=60)
         _after["commit_seconds"] = time.perf_counter() - began
