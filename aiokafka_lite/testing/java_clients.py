@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -58,6 +58,12 @@ ASSIGNORS = {
 # A small client: C1 only and the serial collector start it in about a second.
 _JVM_OPTS = ["-Xms64m", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData",
              "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError"]
+
+# How Kafka's bin scripts start a tool: kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS (the server
+# compiler, G1) with the 512 MB heap its perf-test scripts set. For a tool whose speed is measured.
+KAFKA_TOOL_JVM_OPTIONS = ("-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                          "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                          "-Djava.awt.headless=true")
 
 # Everything log4j2 says goes to a file, so stdout holds nothing but the tool's JSON events.
 _LOG4J2 = """\
@@ -356,12 +362,16 @@ def _options(group_protocol: str, assignment_strategy: str | None, group_remote_
 
 
 def run_kafka_tool(main_class: str, args: list[str], *, kafka_version: str = DEFAULT_VERSION,
-                   timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+                   timeout: float = 60.0, jvm_options: Sequence[str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run one of Kafka's command-line tools from the broker's jars to its end, e.g.
     ``run_kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", ["--bootstrap-server",
     servers, "--list"])`` (what kafka-consumer-groups.sh runs); stdout and stderr as text. Its log4j2
-    says nothing below ERROR (its default), so stdout holds only what the tool prints."""
+    says nothing below ERROR (its default), so stdout holds only what the tool prints.
+
+    ``jvm_options`` replaces the small, quick-starting JVM settings used by default (C1 only, a
+    256 MB serial-GC heap), e.g. with ``KAFKA_TOOL_JVM_OPTIONS`` for a tool that is timed."""
     java = require_tool("java", f"run Kafka's {main_class}")
     jars = kafka_jars(kafka_version)
-    return subprocess.run([java, *_JVM_OPTS, "-cp", f"{jars}/*", main_class, *args], capture_output=True,
+    options = _JVM_OPTS if jvm_options is None else list(jvm_options)
+    return subprocess.run([java, *options, "-cp", f"{jars}/*", main_class, *args], capture_output=True,
                           text=True, timeout=timeout, check=False)
