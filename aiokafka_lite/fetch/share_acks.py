@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import IllegalStateError, InvalidArgumentError
 from ..structs import TopicPartition
@@ -35,7 +35,19 @@ class AckType(IntEnum):
 
 # What the caller may decide for a record (GAP is the client's own).
 _DECISIONS = frozenset({AckType.ACCEPT, AckType.RELEASE, AckType.REJECT, AckType.RENEW})
+_FINAL = _DECISIONS - {AckType.RENEW}
 Batch = dict[str, Any]  # one acknowledgement_batches entry: first_offset, last_offset, acknowledge_types
+
+
+class HandedOut(Protocol):
+    """A handed-out record, as far as the ledger cares (share_records.ShareRecord)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
 
 
 def coalesce(decided: Mapping[int, int]) -> list[Batch]:
@@ -99,7 +111,7 @@ class ShareAcknowledgements:
     def acknowledge(self, tp: TopicPartition, offset: int, ack_type: AckType | int) -> None:
         """The caller's decision for the handed-out record at ``offset`` of ``tp``."""
         try:
-            kind = AckType(ack_type)
+            kind = ack_type if type(ack_type) is AckType else AckType(ack_type)
         except ValueError:
             raise InvalidArgumentError(f"unknown acknowledge type {ack_type!r}") from None
         if kind not in _DECISIONS:
@@ -113,6 +125,26 @@ class ShareAcknowledgements:
             return
         waiting.discard(offset)
         self._decided.setdefault(tp, {})[offset] = kind
+
+    def acknowledge_all(self, records: Iterable[HandedOut], kind: AckType) -> int:
+        """``acknowledge`` for many handed-out records at once (accept, release or reject), by
+        partition; a record not awaiting a decision is skipped. Returns how many were decided."""
+        if kind not in _FINAL:
+            raise InvalidArgumentError(f"acknowledge_all takes ACCEPT, RELEASE or REJECT, not {kind!r}")
+        by_partition: dict[tuple[str, int], list[int]] = {}
+        for record in records:
+            by_partition.setdefault((record.topic, record.partition), []).append(record.offset)
+        done = 0
+        for (topic, partition), offsets in by_partition.items():
+            tp = TopicPartition(topic, partition)
+            waiting = self._delivered.get(tp)
+            if not waiting:
+                continue
+            hits = waiting.intersection(offsets)
+            waiting.difference_update(hits)
+            self._decided.setdefault(tp, {}).update(dict.fromkeys(hits, kind))
+            done += len(hits)
+        return done
 
     def accept_delivered(self) -> None:
         """Implicit mode: every record handed out and not decided is accepted."""

@@ -1,18 +1,16 @@
 """The fetch side of a KIP-932 share group member: ShareFetch per leader, acquired records handed
 out, acknowledgements sent.
 
-Flow: ``assign()`` sets the partitions (from the membership); ``send_fetches()`` starts one
-ShareFetch task per leader broker that has assigned partitions and none of its acquired records still
-waiting to be handed out (acquiring more than we hand out would only let locks lapse). Each request
-goes in that broker's share session (share_session.py) and carries the decisions taken since
-(share_acks.py) for the partitions acquired from it. An answer's ``acquired_records`` become
-``AcquiredRecords`` (share_records.py), handed out by ``fetched_records()`` as ``ShareRecord``s.
-``commit()`` sends the pending decisions alone (ShareAcknowledge) and returns each partition's
-result; ``close()`` cancels the tasks and ends every session with epoch -1, carrying the last
-decisions (records fetched but never handed out are released).
-
-Every request is bounded by the request timeout (a ShareFetch by that plus its long poll); a broker
-that answers with nothing at once, or fails, is retried after a backoff, never in a loop.
+Flow: ``assign()`` sets the partitions (from the membership); ``send_fetches()`` starts one ShareFetch
+task per leader broker with assigned partitions and none of its acquired records still waiting to be
+handed out (acquiring more than we hand out would only let locks lapse). Each request goes in that
+broker's share session (share_session.py) and carries the decisions taken since (share_acks.py) for
+the partitions acquired from it. Answers become ``AcquiredRecords`` (share_records.py), handed out by
+``fetched_records()`` as ``ShareRecord``s. ``commit()`` sends the pending decisions alone
+(ShareAcknowledge); ``close()`` cancels the tasks and ends every session with epoch -1, carrying the
+last decisions (records fetched and never handed out are released). Every request is bounded by the
+request timeout (a ShareFetch by that plus its long poll); a broker that answers with nothing at
+once, or fails, is retried after a backoff, never in a loop.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._net.backoff import Backoff
@@ -33,6 +31,7 @@ from ..errors import (
     UnsupportedVersionError,
     broker_error,
 )
+from ..liveness.deadlines import merge_within
 from ..protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
 from ..structs import TopicPartition
 from .offset_lookup import ConnectionLike
@@ -357,6 +356,13 @@ class ShareFetcher:
                                     "accepts every record at the next fetch")
         self._acks.acknowledge(TopicPartition(record.topic, record.partition), record.offset, ack_type)
 
+    def acknowledge_all(self, records: Iterable[ShareRecord], ack_type: AckType) -> int:
+        """Decide many records alike (accept, release, reject); those not awaiting a decision are
+        skipped. Returns how many were decided. Explicit mode only."""
+        if not self._explicit:
+            raise IllegalStateError("acknowledge_all() is for explicit acknowledgement mode")
+        return self._acks.acknowledge_all(records, ack_type)
+
     def take_acknowledgement_results(self) -> AckResults:
         """The results of the acknowledgements sent with fetches since the last call (None: done)."""
         results, self._ack_results = self._ack_results, {}
@@ -390,7 +396,7 @@ class ShareFetcher:
             # Taken now, before a fetch task about to start can take them: they are this call's.
             taken = self._acks.take(tps, renewals=True)
             tasks.append(asyncio.ensure_future(self._acknowledge_on(node, taken)))
-        if not await _merge_within(tasks, timeout, results):
+        if not await merge_within(tasks, timeout, results):
             lapsed = KafkaTimeoutError(f"acknowledgements not answered within {timeout} s")
             for tps in by_node.values():
                 for tp in tps:
@@ -471,7 +477,7 @@ class ShareFetcher:
             if session.open:
                 mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
                 ends.append(asyncio.ensure_future(self._end_session(node, self._acks.take(mine, renewals=False))))
-        if not await _merge_within(ends, timeout, results):
+        if not await merge_within(ends, timeout, results):
             log.info("share sessions not all closed within %s s", timeout)
         return results
 
@@ -480,19 +486,3 @@ class ShareFetcher:
             return await self._acknowledge_on(node, taken, FINAL_EPOCH)
         finally:
             self._sessions[node].close()
-
-
-async def _merge_within(tasks: Sequence[asyncio.Future[AckResults]], timeout: float | None, into: AckResults) -> bool:
-    """Merge every task's answers into ``into``; False when the timeout lapsed first (the tasks are
-    then cancelled and awaited, and none of their answers counts)."""
-    try:
-        async with asyncio.timeout(timeout):
-            answers = await asyncio.gather(*tasks)
-    except TimeoutError:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return False
-    for answer in answers:
-        into.update(answer)
-    return True

@@ -32,6 +32,9 @@ _BY_NAME = {"accept": AckType.ACCEPT, "release": AckType.RELEASE, "reject": AckT
 
 def ack_type_of(value: AckType | str) -> AckType:
     """"accept" | "release" | "reject" | "renew" (any case), or an AckType other than GAP."""
+    kind = _BY_NAME.get(value) if type(value) is str else None  # the common case, without a copy
+    if kind is not None:
+        return kind
     if isinstance(value, AckType) and value is not AckType.GAP:
         return value
     if isinstance(value, str) and value.strip().lower() in _BY_NAME:
@@ -75,15 +78,15 @@ class AckCounts:
     commits: int = 0
     acknowledgement_errors: int = 0  # partitions whose acknowledgements the broker refused
 
-    def count(self, kind: AckType) -> None:
+    def count(self, kind: AckType, records: int = 1) -> None:
         if kind is AckType.ACCEPT:
-            self.accepted += 1
+            self.accepted += records
         elif kind is AckType.RELEASE:
-            self.released += 1
+            self.released += records
         elif kind is AckType.REJECT:
-            self.rejected += 1
+            self.rejected += records
         elif kind is AckType.RENEW:
-            self.renewed += 1
+            self.renewed += records
 
     def results(self, results: AckResults) -> None:
         self.acknowledgement_errors += sum(1 for error in results.values() if error is not None)

@@ -318,16 +318,11 @@ class ShareConsumer:
         self._on_results = callback
 
     def _decide(self, records: list[ShareRecord], kind: AckType) -> None:
-        fetcher = self._fetcher
-        for record in records:
-            self._held.decided(record)
-            if fetcher is None:
-                continue
-            try:
-                fetcher.acknowledge(record, kind)
-            except KafkaError:  # decided already, or acquired again after its lock lapsed
-                continue
-            self.counts.count(kind)
+        """Decide ``records`` alike, at once; one decided already, or acquired again after its
+        lock lapsed, is skipped (the ledger no longer awaits it)."""
+        self._held.decided_all(records)
+        if self._fetcher is not None:
+            self.counts.count(kind, self._fetcher.acknowledge_all(records, kind))
 
     def _task_ended(self, records: list[ShareRecord], kind: AckType) -> None:
         if not self._closing.closed:

@@ -44,12 +44,13 @@ class HeldRecords:
             held = self._by_task[task] = {}
             if isinstance(task, asyncio.Task):
                 task.add_done_callback(self._task_ended)
+        owners = self._owner
         for record in records:
-            key = key_of(record)
-            earlier = self._owner.get(key)
+            key = record[:3]  # key_of(record), without three attribute look-ups
+            earlier = owners.get(key)
             if earlier is not None and earlier is not task:  # its lock lapsed, and it came back
                 self._by_task.get(earlier, {}).pop(key, None)
-            self._owner[key] = task
+            owners[key] = task
             held[key] = record
 
     def of_task(self, task: Owner) -> list[ShareRecord]:
@@ -68,6 +69,15 @@ class HeldRecords:
         held = self._by_task.get(task)
         if held is not None:
             held.pop(key, None)
+
+    def decided_all(self, records: Iterable[ShareRecord]) -> None:
+        """``decided`` for many records (a task's whole batch, in implicit mode)."""
+        owners, by_task = self._owner, self._by_task
+        for record in records:
+            key = record[:3]
+            held = by_task.get(owners.pop(key, None))
+            if held is not None:
+                held.pop(key, None)
 
     def _task_ended(self, task: asyncio.Task[Any]) -> None:
         held = self._by_task.pop(task, None)

@@ -202,3 +202,23 @@ def test_reacquired_offsets_drop_stale_decisions_and_waits() -> None:
     assert acks.undecided() == 1  # 3 still awaits its decision
     assert acks.take([T0], renewals=True) == {}
     assert acks.reacquired(T1, [0]) == 0
+
+
+def test_acknowledge_all_decides_a_batch_by_partition_and_skips_what_awaits_nothing() -> None:
+    from collections import namedtuple
+    Rec = namedtuple("Rec", "topic partition offset")
+    a, b = TopicPartition("jobs", 0), TopicPartition("jobs", 1)
+    ledger = ShareAcknowledgements()
+    ledger.delivered(a, range(5))
+    ledger.delivered(b, range(2))
+    ledger.acknowledge(a, 1, AckType.REJECT)  # decided already: skipped below
+    done = ledger.acknowledge_all([Rec("jobs", 0, 0), Rec("jobs", 0, 1), Rec("jobs", 0, 2), Rec("jobs", 1, 1),
+                                   Rec("jobs", 0, 9), Rec("mail", 0, 0)], AckType.ACCEPT)
+    assert done == 3
+    assert ledger.undecided() == 3  # a's 3 and 4, b's 0
+    assert ledger.take([a, b], renewals=False) == {
+        a: [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [1, 3, 1]}],
+        b: [{"first_offset": 1, "last_offset": 1, "acknowledge_types": [1]}]}
+    with pytest.raises(InvalidArgumentError):
+        ledger.acknowledge_all([Rec("jobs", 0, 3)], AckType.RENEW)  # renew is one record's, not a batch's
+    assert ledger.undecided() == 3

@@ -102,6 +102,12 @@ class FakeFetcher:
             self.delivered.discard(rec.offset)
         self.acks.append((rec.offset, kind))
 
+    def acknowledge_all(self, records: list[ShareRecord], kind: AckType) -> int:
+        waiting = [rec for rec in records if rec.offset in self.delivered]
+        for rec in waiting:
+            self.acknowledge(rec, kind)
+        return len(waiting)
+
     async def wait_for_data(self, timeout: float | None) -> None:
         if self.closed:
             return
