@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ..config import INT64_MAX, ConsumerConfig
 from ..errors import ConsumerClosedError, InvalidArgumentError, KafkaTimeoutError
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 MAX_TIMEOUT = INT64_MAX / 1000  # seconds; above it, a timeout means no limit
 
@@ -76,6 +78,22 @@ def closed_not_cancelled(closed: Callable[[], bool], what: str) -> Iterator[None
         if task is not None and task.cancelling() == 0 and closed():
             raise ConsumerClosedError(f"the consumer was closed while {what} was in flight") from exc
         raise
+
+
+async def merge_within(tasks: Sequence[asyncio.Future[dict[K, V]]], timeout: float | None, into: dict[K, V]) -> bool:
+    """Merge every task's answer (a dict) into ``into``; False when the timeout lapsed first
+    (the tasks are then cancelled and awaited, and none of their answers counts)."""
+    try:
+        async with asyncio.timeout(timeout):
+            answers = await asyncio.gather(*tasks)
+    except TimeoutError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return False
+    for answer in answers:
+        into.update(answer)
+    return True
 
 
 def _never() -> bool:
