@@ -85,7 +85,7 @@ class ShareFetcher:
         self._timers: dict[int, asyncio.TimerHandle] = {}
         self._refresh_needed = False
         self._ready = asyncio.Event()
-        self._closed = False
+        self._closed = self._ending = False  # _ending: end_sessions() runs, no fetch starts
 
     # ------------------------------------------------------------------ state the facade reads
 
@@ -125,7 +125,7 @@ class ShareFetcher:
 
     def send_fetches(self) -> int:
         """Start a ShareFetch to every leader that has work and none in flight; returns how many started."""
-        if self._closed:
+        if self._closed or self._ending:
             return 0
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -148,13 +148,13 @@ class ShareFetcher:
         for node, session in self._sessions.items():  # no partition fetched there now: settle alone
             mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
             if mine and session.open and node not in by_node and node not in self._in_flight:
-                self._in_flight[node] = loop.create_task(self._settle(node, self._acks.take(mine, renewals=True)),
+                self._in_flight[node] = loop.create_task(self._settle(node, mine),
                                                          name=f"aiokafka-lite share acknowledge to broker {node}")
         return started
 
-    async def _settle(self, node: int, taken: dict[TopicPartition, list[Batch]]) -> None:
-        try:
-            self._ack_results.update(await self._acknowledge_on(node, taken))
+    async def _settle(self, node: int, tps: set[TopicPartition]) -> None:
+        try:  # taken when it runs: one cancelled before (by close(), end_sessions()) leaves them pending
+            self._ack_results.update(await self._acknowledge_on(node, self._acks.take(tps, renewals=True)))
         finally:
             self._in_flight.pop(node, None)
 
@@ -357,8 +357,7 @@ class ShareFetcher:
         self._acks.acknowledge(TopicPartition(record.topic, record.partition), record.offset, ack_type)
 
     def acknowledge_all(self, records: Iterable[ShareRecord], ack_type: AckType) -> int:
-        """Decide many records alike (accept, release, reject); those not awaiting a decision are
-        skipped. Returns how many were decided. Explicit mode only."""
+        """Decide many records alike (accept, release, reject): how many awaited a decision."""
         if not self._explicit:
             raise IllegalStateError("acknowledge_all() is for explicit acknowledgement mode")
         return self._acks.acknowledge_all(records, ack_type)
@@ -398,9 +397,7 @@ class ShareFetcher:
             tasks.append(asyncio.ensure_future(self._acknowledge_on(node, taken)))
         if not await merge_within(tasks, timeout, results):
             lapsed = KafkaTimeoutError(f"acknowledgements not answered within {timeout} s")
-            for tps in by_node.values():
-                for tp in tps:
-                    results.setdefault(tp, lapsed)
+            results.update({tp: results.get(tp, lapsed) for tps in by_node.values() for tp in tps})
         return results
 
     async def _acknowledge_on(self, node: int, taken: dict[TopicPartition, list[Batch]],
@@ -460,23 +457,38 @@ class ShareFetcher:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        return await self._end_sessions(timeout, accept=not self._explicit)
+
+    async def end_sessions(self, timeout: float | None) -> AckResults:
+        """The member left the group (its poll deadline lapsed): end every share session with epoch -1
+        now, carrying the decisions taken, so the broker hands the rest it acquired for us (held records
+        too) to live members, as Java does. The undecided are forgotten; later fetches open new sessions."""
+        self._ending = True
+        try:
+            return await self._end_sessions(timeout, accept=False)
+        finally:
+            self._ending = False
+            self.send_fetches()
+
+    async def _end_sessions(self, timeout: float | None, accept: bool) -> AckResults:
         tasks = [*self._in_flight.values(), *self._side_tasks]
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-        if not self._explicit:
+        if accept:
             self._acks.accept_delivered()
         for tp, acquired in self._buffer.items():
             self._acks.release(tp, acquired.remaining())
         self._buffer.clear()
         self._ready.set()
-        results: AckResults = {}
-        ends = []
+        ends = []  # a session a cancelled fetch reset may still be open on its broker: ended too
         for node, session in self._sessions.items():
-            if session.open:
+            if session.started:
                 mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
                 ends.append(asyncio.ensure_future(self._end_session(node, self._acks.take(mine, renewals=False))))
+        self._acks.forget(set(self._acquired_from))  # what no decision came for: the broker releases it
+        results: AckResults = {}
         if not await merge_within(ends, timeout, results):
             log.info("share sessions not all closed within %s s", timeout)
         return results

@@ -48,6 +48,7 @@ class ShareSession:
     partitions: set[TopicPartition] = field(default_factory=set)  # what the broker holds for it
     opened: int = 0  # how many times a session was opened (epoch 0 sent)
     resets: int = 0  # how many times it started over after an error
+    started: bool = False  # epoch 0 went out since the last close(): the broker may hold the session
 
     @property
     def open(self) -> bool:
@@ -59,6 +60,7 @@ class ShareSession:
         if not self.open:
             plan = SharePlan(INITIAL_EPOCH, frozenset(wanted), frozenset())
             self.opened += 1
+            self.started = True
         else:
             plan = SharePlan(self.epoch, frozenset(wanted - self.partitions), frozenset(self.partitions - wanted))
         self.partitions = set(wanted)
@@ -90,6 +92,7 @@ class ShareSession:
     def close(self) -> None:
         """The session was closed (epoch -1 sent): a next request opens a new one."""
         self.epoch = INITIAL_EPOCH
+        self.started = False
         self.partitions.clear()
 
     def _advance(self) -> None:

@@ -80,13 +80,8 @@ def closed_not_cancelled(closed: Callable[[], bool], what: str) -> Iterator[None
         raise
 
 
-def _never() -> bool:
-    return False
-
-
-async def merge_within(tasks: Sequence[asyncio.Future[dict[K, V]]], timeout: float | None,
-                       into: dict[K, V]) -> bool:
-    """Merge every task's answer (a mapping) into ``into``; False when the timeout lapsed first
+async def merge_within(tasks: Sequence[asyncio.Future[dict[K, V]]], timeout: float | None, into: dict[K, V]) -> bool:
+    """Merge every task's answer (a dict) into ``into``; False when the timeout lapsed first
     (the tasks are then cancelled and awaited, and none of their answers counts)."""
     try:
         async with asyncio.timeout(timeout):
@@ -99,3 +94,7 @@ async def merge_within(tasks: Sequence[asyncio.Future[dict[K, V]]], timeout: flo
     for answer in answers:
         into.update(answer)
     return True
+
+
+def _never() -> bool:
+    return False

@@ -21,6 +21,7 @@ from ..fetch.share_acks import AckType
 from ..fetch.share_fetcher import AckResults, ShareFetcher
 from ..fetch.share_records import ShareRecord
 from ..group.share.member import ShareMember
+from ..group.share.state import State
 from ..liveness.closing import Closing, cancel
 from ..liveness.deadlines import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from ..structs import TopicPartition
@@ -63,6 +64,7 @@ class ShareConsumer:
         self._held = HeldRecords(self._task_ended)
         self._held.explicit = self.explicit
         self._commits: set[asyncio.Task[AckResults]] = set()
+        self._lapse_end: asyncio.Task[None] | None = None  # ending the share sessions after a poll lapse
         self._on_results: Callable[[AckResults], Any] | None = None
         self.counts = AckCounts()
         self._polls = 0
@@ -134,6 +136,7 @@ class ShareConsumer:
         await self._startup.stop()
         for task in list(self._commits):
             await cancel(task)
+        await cancel(self._lapse_end)
         if self._member is not None:
             await self._member.stop()
         if self._fetcher is not None:
@@ -195,8 +198,22 @@ class ShareConsumer:
         return set() if self._member is None else self._member.assignment()
 
     def _assignment_changed(self) -> None:
-        if self._fetcher is not None and self._member is not None:
-            self._fetcher.assign(self._member.assignment() if self._topics else ())
+        member, fetcher = self._member, self._fetcher
+        if fetcher is None or member is None:
+            return
+        fetcher.assign(member.assignment() if self._topics else ())
+        if member.state is State.STALE and self._lapse_end is None and not self._closing.closed:
+            # Left at the poll deadline: what this member holds goes to the live members now, not
+            # when its locks lapse; its tasks' records are no longer theirs to acknowledge.
+            self._held.forget()
+            self._lapse_end = asyncio.get_running_loop().create_task(
+                self._end_sessions(fetcher), name="aiokafka-lite share sessions end (poll lapse)")
+
+    async def _end_sessions(self, fetcher: ShareFetcher) -> None:
+        try:
+            self._results(await fetcher.end_sessions(self.config.request_timeout))
+        finally:
+            self._lapse_end = None
 
     # ------------------------------------------------------------ poll
 

@@ -79,6 +79,11 @@ class HeldRecords:
             if held is not None:
                 held.pop(key, None)
 
+    def forget(self) -> None:
+        """The member left the group and the broker released every record it held: none is held now."""
+        self._by_task.clear()
+        self._owner.clear()
+
     def _task_ended(self, task: asyncio.Task[Any]) -> None:
         held = self._by_task.pop(task, None)
         if not held:

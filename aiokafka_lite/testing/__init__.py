@@ -4,7 +4,8 @@ and librdkafka's mock cluster.
 Each broker listens on 127.0.0.1 on free ports, is a context manager, and exposes
 ``bootstrap_servers`` and ``name``. The pytest plugin (``aiokafka_lite.testing.plugin``) wraps them
 as fixtures; ``helpers`` creates topics and produces test data with a reference client, and
-``java_clients.VerifiableConsumer`` runs Kafka's own Java test consumer as a group peer.
+``java_clients.VerifiableConsumer`` runs Kafka's own Java test consumer as a group peer, and
+``java_share.VerifiableShareConsumer`` its share consumer (KIP-932).
 Importing this package needs only the standard library; each broker checks its own prerequisites
 when started and raises ``BrokerUnavailable`` if one is missing.
 """

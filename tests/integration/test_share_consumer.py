@@ -281,6 +281,58 @@ async def test_a_poll_lapse_leaves_within_100_ms_and_the_next_poll_rejoins(
             await asyncio.wait([poller])
 
 
+
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+async def test_a_poll_lapse_hands_the_held_records_to_another_member_at_once(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, mode: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A holds 5 records (acquired, handed out, not acknowledged) and stops polling: its watchdog
+    leaves the group at the 2 s poll deadline and ends its share sessions, so the broker releases
+    them; B, polling meanwhile, gets exactly those with delivery count 2, long before their 30 s
+    lock would lapse. A's next poll rejoins."""
+    broker, total = apache_kafka_broker, 5
+    prepare(broker, unique_topic, unique_group, [b"%d" % i for i in range(total)], lock_ms=30000)
+    caplog.set_level(logging.INFO, logger="aiokafka_lite")
+    let_go = asyncio.Event()
+    held: list[ShareRecord] = []
+
+    async def hold(share: ShareConsumer) -> None:  # a handler busy with its records until the end
+        held.extend(await share.poll(0.5))
+        await let_go.wait()
+
+    async with asyncio.timeout(DEADLINE), ShareConsumer(unique_topic, **settings(
+            broker, unique_group, max_poll_interval_ms=2000, share_acknowledgement_mode=mode)) as a:
+        holders = []
+        while len(held) < total:
+            holders.append(asyncio.create_task(hold(a)))
+            await asyncio.wait([holders[-1]], timeout=0.5)
+        deadline = time.monotonic() + 2.0  # the last poll began at most this long ago
+        async with ShareConsumer(unique_topic, **settings(broker, unique_group)) as b:
+            b_got: list[ShareRecord] = []
+            while len(b_got) < total:
+                b_got.extend(await b.poll(0.2))
+                assert time.monotonic() < deadline + 20.0, f"B got {len(b_got)} of {total} records"
+            received = time.monotonic() - deadline
+            b_got.extend(await _collect(b, 1.0))
+            delay = a.metrics()["member"]["last_leave_delay_seconds"]
+            while not (a.metrics()["member"]["group_state"] == "STABLE" and a.assignment()):
+                assert not await a.poll(0.1)  # the first of these polls rejoins; B took every record
+            let_go.set()
+            await asyncio.gather(*holders)
+        print(f"\n{mode}: A held {len(held)} records; the leave answered {delay * 1000:.1f} ms after the poll "
+              f"deadline; B had them {received:.2f} s after it (lock 30 s), delivery counts "
+              f"{sorted(r.delivery_count for r in b_got)}; A rejoined")
+        assert delay is not None
+        assert 0.0 <= delay < 0.1
+        assert sorted(r.offset for r in b_got) == sorted(r.offset for r in held) == list(range(total))
+        assert {r.delivery_count for r in held} == {1}
+        assert {r.delivery_count for r in b_got} == {2}
+        assert received < 10.0, "released by the leave, not by the 30 s lock"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "max_poll_interval_ms=2000" in warnings[0], warnings
+
+
 TIMEOUT, SLACK, AT_ONCE = 1.0, 0.2, 0.2
 METHODS = {
     "start": lambda s: s.start(timeout=TIMEOUT),

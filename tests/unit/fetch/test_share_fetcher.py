@@ -305,6 +305,31 @@ async def test_close_releases_unhanded_records_and_sends_epoch_minus_one() -> No
     assert await fetcher.close(1.0) == {}  # idempotent
 
 
+
+async def test_end_sessions_after_a_poll_lapse_sends_the_decisions_and_forgets_the_held_records() -> None:
+    """The member left at its poll deadline: epoch -1 carries the decisions taken (not the held
+    records: the broker releases them), the held records can no longer be acknowledged, and the
+    next fetch opens a new session."""
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 4), [(0, 3, 1)])))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        first, held, *_ = (await records_of(fetcher, 4))[T0]
+        await until_requests(cluster, SHARE_FETCH, 2)  # the next long poll, in flight
+        fetcher.acknowledge(first, AckType.ACCEPT)
+        fetcher.assign([])  # what the member's leave does
+        cluster.answer(SHARE_ACKNOWLEDGE, ack_answer((0, 0)))
+        assert await fetcher.end_sessions(5.0) == {T0: None}
+        final = [a for a in cluster.sent(SHARE_ACKNOWLEDGE) if a["share_session_epoch"] == -1]
+        assert [acks_in(a) for a in final] == [{0: [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]
+        with pytest.raises(IllegalStateError, match="not awaiting acknowledgement"):
+            fetcher.acknowledge(held, AckType.ACCEPT)
+        fetcher.assign([T0])  # rejoined
+        assert (await until_requests(cluster, SHARE_FETCH, 3))[-1]["share_session_epoch"] == 0
+    finally:
+        await fetcher.close(1.0)
+
 async def test_assignment_changes_add_and_forget_partitions() -> None:
     cluster = FakeCluster({T0: 1, T1: 1})
     fetcher = fetcher_for(cluster)
@@ -433,5 +458,8 @@ async def test_every_request_is_bounded_and_close_cancels_the_long_poll() -> Non
     assert fetcher.in_flight() == 1
     await fetcher.close(1.0)
     assert fetcher.in_flight() == 0
-    assert cluster.timeouts == [(SHARE_FETCH.key, 7.4)]  # the request timeout plus the long poll
+    # The request timeout plus the long poll, each; the cancelled fetch may have opened the session
+    # on the broker, so close() ends it all the same (epoch -1).
+    assert cluster.timeouts == [(SHARE_FETCH.key, 7.4), (SHARE_ACKNOWLEDGE.key, 7.4)]
+    assert [a["share_session_epoch"] for a in cluster.sent(SHARE_ACKNOWLEDGE)] == [-1]
     assert fetcher.send_fetches() == 0  # closed

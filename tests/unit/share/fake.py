@@ -8,6 +8,7 @@ from typing import Any
 from aiokafka_lite.errors import IllegalStateError
 from aiokafka_lite.fetch.share_acks import AckType
 from aiokafka_lite.fetch.share_records import ShareRecord
+from aiokafka_lite.group.share.state import State
 from aiokafka_lite.structs import TopicPartition
 
 TP = TopicPartition("jobs", 0)
@@ -37,6 +38,7 @@ class FakeMember:
         self.closed_with: float | None = None
         self.stopped = False
         self.on_change = on_change
+        self.state = State.STABLE
 
     def subscribe(self, topics: Any) -> None:
         self.topics = frozenset(topics)
@@ -70,6 +72,7 @@ class FakeFetcher:
         self.assigned: set[TopicPartition] = set()
         self.closed = False
         self.commit_delay = 0.0
+        self.ended: list[float | None] = []
 
     def add(self, *records: ShareRecord) -> None:
         self.queue.extend(records)
@@ -119,6 +122,11 @@ class FakeFetcher:
 
     async def commit(self, timeout: float | None) -> dict[TopicPartition, Any]:
         await asyncio.sleep(self.commit_delay)
+        return {TP: None}
+
+    async def end_sessions(self, timeout: float | None) -> dict[TopicPartition, Any]:
+        self.ended.append(timeout)
+        self.delivered.clear()  # the broker released them: no longer ours to acknowledge
         return {TP: None}
 
     async def close(self, timeout: float | None = None) -> dict[TopicPartition, Any]:

@@ -18,6 +18,7 @@ from aiokafka_lite.errors import (
     RecordDeserializationError,
 )
 from aiokafka_lite.fetch.share_acks import AckType
+from aiokafka_lite.group.share.state import State
 
 from .fake import TP, Parts, record
 
@@ -233,6 +234,22 @@ async def test_a_fatal_member_error_is_raised_by_poll(parts: Parts) -> None:
         with pytest.raises(KafkaError, match="authorization"):
             await s.poll(0.5)
 
+
+
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+async def test_a_poll_lapse_ends_the_share_sessions_and_forgets_what_tasks_hold(parts: Parts, mode: str) -> None:
+    async with share(share_acknowledgement_mode=mode, request_timeout_ms=7000) as s:
+        parts.fetcher.add(record(0), record(1))
+        assert len(await s.poll(0.5)) == 2
+        parts.member.state = State.STALE  # the member left at its poll deadline
+        parts.member.on_change()
+        parts.member.on_change()  # said again: one ending at a time
+        assert s.metrics()["records_held"] == 0
+        await asyncio.sleep(0)  # the ending task's first step
+        assert parts.fetcher.ended == [7.0]  # within the request timeout
+        parts.member.state = State.JOINING  # the next poll rejoins
+        assert await s.poll(0.1) == []  # no held record blocks it, nor is accepted by it
+        assert parts.fetcher.acks == []
 
 async def test_a_cancelled_poll_raises_cancelled_error(parts: Parts) -> None:
     async with share() as s:
