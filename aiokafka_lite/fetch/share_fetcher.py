@@ -38,6 +38,7 @@ from .offset_lookup import ConnectionLike
 from .requests import FetchCluster
 from .responses import transient
 from .share_acks import AckType, Batch, ShareAcknowledgements, coalesce, expand
+from .share_buffer import AcquiredBuffer
 from .share_records import AcquiredRange, AcquiredRecords, ShareRecord
 from .share_requests import (
     LEADER_MOVED,
@@ -75,7 +76,7 @@ class ShareFetcher:
         self._sessions: dict[int, ShareSession] = {}
         self._acks = ShareAcknowledgements()
         self._acquired_from: dict[TopicPartition, int] = {}  # acknowledgements go to that broker
-        self._buffer: dict[TopicPartition, AcquiredRecords] = {}  # acquired, not yet all handed out
+        self._buffer = AcquiredBuffer(refill_at=2 * max_records)  # acquired, not yet all handed out
         self._errors: list[KafkaError] = []  # raised once each from fetched_records()
         self._ack_results: AckResults = {}  # of acknowledgements sent with fetches, not yet taken
         self._in_flight: dict[int, asyncio.Task[None]] = {}
@@ -115,16 +116,15 @@ class ShareFetcher:
         (with the next request to their broker); its sessions forget it at their next fetch."""
         new = set(tps)
         for tp in self._assignment - new:
-            dropped = self._buffer.pop(tp, None)
-            if dropped is not None:
-                self._acks.release(tp, dropped.remaining())
+            self._acks.release(tp, self._buffer.drop(tp))
         self._assignment = new
         self.send_fetches()
 
     # ------------------------------------------------------------------ fetching
 
     def send_fetches(self) -> int:
-        """Start a ShareFetch to every leader that has work and none in flight; returns how many started."""
+        """Start a ShareFetch to every leader with none in flight and little buffered (share_buffer.py);
+        returns how many started."""
         if self._closed or self._ending:
             return 0
         loop = asyncio.get_running_loop()
@@ -133,11 +133,11 @@ class ShareFetcher:
         for tp, node in self._cluster.leaders_for(self._assignment).items():
             if node is None or self._cluster.topic_id(tp.topic) is None:
                 self._refresh_needed = True
-            elif tp not in self._buffer:
+            else:  # every partition, buffered ones too: the session keeps them (forgetting releases)
                 by_node.setdefault(node, set()).add(tp)
         if self._refresh_needed:
             self._refresh_metadata()
-        busy = {cf.node_id for cf in self._buffer.values()}
+        busy = self._buffer.busy_nodes()
         started = 0
         for node, wanted in by_node.items():
             if node in self._in_flight or node in busy or self._not_before.get(node, 0.0) > now:
@@ -236,14 +236,14 @@ class ShareFetcher:
                     for a in part["acquired_records"] or ()]
         if not acquired:
             return False
-        if tp not in self._assignment or tp in self._buffer:  # revoked meanwhile: give them back
+        if tp not in self._assignment or self._buffer.has_next(tp):  # revoked meanwhile: give them back
             self._acquired_from[tp] = node
             self._acks.release(tp, (o for r in acquired for o in range(r.first_offset, r.last_offset + 1)))
             return False
         self._acquired_from[tp] = node
         if self._acks.reacquired(tp, (o for r in acquired for o in range(r.first_offset, r.last_offset + 1))):
             log.info("records of %s came back to this member after their locks lapsed: earlier decisions dropped", tp)
-        self._buffer[tp] = AcquiredRecords(tp, node, part["records"], acquired, deadline, check_crcs=self._check_crcs)
+        self._buffer.add(AcquiredRecords(tp, node, part["records"], acquired, deadline, check_crcs=self._check_crcs))
         return True
 
     def _topic_ids(self, tps: Iterable[TopicPartition]) -> dict[str, Any]:
@@ -320,15 +320,15 @@ class ShareFetcher:
             raise self._errors.pop(0)
         out: dict[TopicPartition, list[ShareRecord]] = {}
         drained = False
-        for tp in list(self._buffer):
+        for tp in self._buffer.partitions():
             if max_records <= 0:
                 break
-            acquired = self._buffer[tp]
+            acquired = self._buffer.current(tp)
             try:
                 records, gaps = acquired.take(max_records)
             except KafkaError as exc:  # undecodable: give the rest back, say why
                 self._acks.release(tp, acquired.remaining())
-                del self._buffer[tp]
+                self._buffer.finished(tp)
                 drained = True
                 self._errors.append(exc)
                 continue
@@ -337,11 +337,11 @@ class ShareFetcher:
                 self._acks.delivered(tp, (r.offset for r in records))
                 out[tp] = records
                 max_records -= len(records)
+            drained |= acquired.left <= self._buffer.refill_at  # time to ask for more?
             if acquired.exhausted:
-                del self._buffer[tp]
-                drained = True
+                self._buffer.finished(tp)
             else:  # let the next partition go first next time
-                self._buffer[tp] = self._buffer.pop(tp)
+                self._buffer.rotate(tp)
         if not self._buffer and not self._errors:
             self._ready.clear()
         if drained:
@@ -476,11 +476,11 @@ class ShareFetcher:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        self._in_flight.clear()  # a task cancelled before its first step never ran its own clean-up
         if accept:
             self._acks.accept_delivered()
-        for tp, acquired in self._buffer.items():
-            self._acks.release(tp, acquired.remaining())
-        self._buffer.clear()
+        for tp, offsets in self._buffer.drain().items():
+            self._acks.release(tp, offsets)
         self._ready.set()
         ends = []  # a session a cancelled fetch reset may still be open on its broker: ended too
         for node, session in self._sessions.items():

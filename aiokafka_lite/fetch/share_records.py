@@ -69,6 +69,11 @@ class AcquiredRecords:
     def exhausted(self) -> bool:
         return self._index >= len(self._ranges)
 
+    @property
+    def left(self) -> int:
+        """How many acquired offsets are not yet handed out or passed as gaps."""
+        return sum(r.last_offset + 1 - max(r.first_offset, self._cursor) for r in self._ranges[self._index:])
+
     def remaining(self) -> list[int]:
         """The acquired offsets not yet handed out or passed as gaps."""
         out: list[int] = []

@@ -463,3 +463,30 @@ async def test_every_request_is_bounded_and_close_cancels_the_long_poll() -> Non
     assert cluster.timeouts == [(SHARE_FETCH.key, 7.4), (SHARE_ACKNOWLEDGE.key, 7.4)]
     assert [a["share_session_epoch"] for a in cluster.sent(SHARE_ACKNOWLEDGE)] == [-1]
     assert fetcher.send_fetches() == 0  # closed
+
+
+async def test_the_next_answer_is_fetched_while_the_last_records_go_out() -> None:
+    """With two polls' worth (2 x max_records) or less buffered, the broker is asked again at once, the
+    partition staying in the session (forgetting it would release what is buffered); that answer
+    is handed out after the current one, and nothing more is asked while it waits."""
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 6), [(0, 5, 1)])))
+    fetcher = fetcher_for(cluster, max_records=2)
+    try:
+        fetcher.assign([T0])
+        assert [r.offset for r in (await records_of(fetcher, 1))[T0]] == [0]  # 5 left: more than 4
+        assert len(cluster.sent(SHARE_FETCH)) == 1
+        assert [r.offset for r in fetcher.fetched_records(1)[T0]] == [1]  # 4 left: ask again now
+        cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(6, 3), [(6, 8, 1)])))
+        second = (await until_requests(cluster, SHARE_FETCH, 2))[1]
+        assert second["forgotten_topics_data"] == []
+        assert acks_in(second) == {0: [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}
+        for _ in range(500):  # until the second answer is stored (5 s at most)
+            if not fetcher.in_flight():
+                break
+            await asyncio.sleep(0.01)
+        assert len(cluster.sent(SHARE_FETCH)) == 2, "a second answer waits: no third request"
+        assert [r.offset for r in fetcher.fetched_records(10)[T0]] == [2, 3, 4, 5]
+        assert [r.offset for r in fetcher.fetched_records(10)[T0]] == [6, 7, 8]
+    finally:
+        await fetcher.close(1.0)
