@@ -219,11 +219,12 @@ class Fetcher:
             sent = loop.time()
             response = await conn.send(FETCH, version, self._settings.body(plan, plan.topic_ids or {}),
                                        timeout=timeout)
+            seconds = loop.time() - sent
             if session.answered(plan, response.get("error_code", 0), response.get("session_id", 0)):
                 names = {topic_id: topic for topic, topic_id in (plan.topic_ids or {}).items()}
                 answer = self._responses.store(node_id, targets, incarnations, response, names)
                 stored = answer.buffered
-                self._observe(node_id, len(targets), loop.time() - sent, answer.record_bytes)
+                self._observe(node_id, len(targets), seconds, answer.record_bytes)
             else:
                 # Sessions end when the broker evicts them (its cache is full): as in Java, INFO.
                 log.info("broker %d ended fetch session %d: %s; the next fetch is a full one", node_id,

@@ -40,7 +40,7 @@ def busy_response(*, seconds: float, max_wait: float, record_bytes: int, partiti
     could take more came back about full when the broker had more waiting; half leaves room for both
     without counting a consumer that keeps up (whose answers hold what arrived in one round trip).
     """
-    if seconds >= max_wait:
+    if 0 < max_wait <= seconds:  # (fetch_max_wait_ms 0: the broker never holds an answer)
         return False
     capacity = min(max_bytes, partition_max_bytes * partitions)
     return record_bytes > 0 and record_bytes >= min(capacity / 2, BUSY_BYTES)

@@ -54,6 +54,12 @@ def test_an_answer_that_waited_out_the_long_poll_is_not_busy_however_full() -> N
     assert busy(seconds=0.49, record_bytes=6 * MIB)
 
 
+def test_without_a_long_poll_the_bytes_alone_decide() -> None:
+    # fetch_max_wait_ms=0: the broker never holds an answer, so none waited anything out.
+    assert busy(seconds=0.2, max_wait=0.0, record_bytes=6 * MIB)
+    assert not busy(seconds=0.0, max_wait=0.0, record_bytes=1000)
+
+
 def test_an_empty_answer_is_never_busy() -> None:
     assert not busy(record_bytes=0)
     assert not busy(record_bytes=0, partition_max_bytes=0)  # a capacity of 0 is no excuse
