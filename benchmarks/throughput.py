@@ -42,7 +42,10 @@ _PURE = {"AIOKAFKA_LITE_NO_NATIVE": "1"}
 
 LITE = "aiokafka-lite (native)"
 LITE_PURE = "aiokafka-lite (pure Python)"
+# LITE runs the default, fetch_connections_per_broker="auto"; these pin one or two connections.
+LITE_ONE = "aiokafka-lite (native, fetch_connections_per_broker=1)"
 LITE_TWO = "aiokafka-lite (native, fetch_connections_per_broker=2)"
+_ONE = {"fetch_connections_per_broker": 1}
 _TWO = {"fetch_connections_per_broker": 2}
 LIMIT = "limit (threaded Fetch loop, 2 sockets per broker)"
 LIMIT_ONE_SOCKET = "limit (threaded Fetch loop, 1 socket per broker)"
@@ -68,6 +71,7 @@ CLIENTS: dict[str, Client] = {
     LITE_PURE: Client("lite", env=_PURE),
     "aiokafka-lite (native, uvloop)": Client("lite", uvloop=True, env=_NATIVE),
     "aiokafka-lite poll_arrow (native)": Client("lite_arrow", env=_NATIVE),
+    LITE_ONE: Client("lite", env=_NATIVE, options=_ONE),
     LITE_TWO: Client("lite", env=_NATIVE, options=_TWO),
     "aiokafka-lite poll_arrow (native, fetch_connections_per_broker=2)": Client("lite_arrow", env=_NATIVE,
                                                                                  options=_TWO),

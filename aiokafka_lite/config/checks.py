@@ -23,6 +23,7 @@ __all__ = [
     "Choice",
     "GroupInstanceId",
     "Int",
+    "IntOrWord",
     "OffsetReset",
     "OptionalCallable",
     "OptionalSslContext",
@@ -81,6 +82,25 @@ class Int(Check):
         if not _INTEGER_TEXT.fullmatch(text.strip()):
             raise invalid(name, text, self.allowed)
         return int(text.strip())
+
+
+class IntOrWord(Int):
+    """An int in a range, or one word (``"auto"``), in any case and with spaces around it."""
+
+    def __init__(self, minimum: int, maximum: int, word: str) -> None:
+        super().__init__(minimum, maximum)
+        self.word = word
+        self.allowed = f"{word!r} or an int, {minimum} <= value <= {maximum}"
+
+    def check(self, name: str, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() == self.word:
+            return self.word
+        return super().check(name, value)
+
+    def parse(self, name: str, text: str) -> Any:
+        if text.strip().lower() == self.word:
+            return self.word
+        return super().parse(name, text)
 
 
 class Bool(Check):

@@ -22,6 +22,7 @@ from aiokafka_lite.config.checks import (
     Choice,
     GroupInstanceId,
     Int,
+    IntOrWord,
     OffsetReset,
     OptionalCallable,
     OptionalSslContext,
@@ -118,12 +119,13 @@ class SettingFields:
         Int(0), "Soft cap on one fetch response (a bigger first batch still comes through)."))
     max_partition_fetch_bytes: int = field(default=1048576, metadata=_meta(
         Int(0), "Soft cap on the data per partition in one fetch response."))
-    fetch_connections_per_broker: int = field(default=1, metadata=_meta(
-        Int(1, 8), "Connections per broker that fetches use, each for its own share of that "
+    fetch_connections_per_broker: int | str = field(default="auto", metadata=_meta(
+        IntOrWord(1, 8, "auto"), "Connections per broker that fetches use, each for its own share of that "
         "broker's partitions with its own fetch session, so that fetches to one broker overlap "
-        "(as the broker's num.replica.fetchers does). 2 reads faster from a broker that leads many "
-        "of the assigned partitions; each uses one more fetch session slot on the broker. Not a "
-        "Java setting."))
+        "(as the broker's num.replica.fetchers does). auto: one, and a second one to a broker while "
+        "its fetch answers come back at once and about full (the consumer is reading a backlog), "
+        "back to one seconds after they stop; a number: exactly that many. Each connection uses a "
+        "fetch session slot on the broker. Not a Java setting (Java uses one)."))
     check_crcs: bool = field(default=True, metadata=_meta(Bool(), "Verify each record batch's CRC32C."))
     exclude_internal_topics: bool = field(default=True, metadata=_meta(
         Bool(), "Keep internal topics (__consumer_offsets) out of pattern subscriptions."))

@@ -1,10 +1,11 @@
 """The prefetch pipeline: one long-poll Fetch in flight per broker connection, a bounded buffer of
 fetched bytes.
 
-Flow: ``send_fetches()`` starts one fetch task per lane (a broker, or with
-``fetch_connections_per_broker`` > 1 one of several connections to it, each fetching its own share
-of that broker's partitions) that has a fetchable partition with nothing buffered (``FetchPlanner``
-in requests.py decides what and where); each response partition
+Flow: ``send_fetches()`` starts one fetch task per lane (a broker, or, when
+``fetch_connections_per_broker`` gives it more than one, one of several connections to it, each
+fetching its own share of that broker's partitions; lane_policy.py says how many, from how busy
+its answers are with ``"auto"``) that has a fetchable partition with nothing buffered
+(``FetchPlanner`` in requests.py decides what and where); each response partition
 becomes a ``CompletedFetch`` (completed.py) holding the raw bytes, stored by ``ResponseHandler``
 (responses.py) in the ``FetchBuffer`` (buffer.py), decoded lazily as ``fetched_records()`` hands
 records out. Memory stays bounded: per partition the completed fetch being handed out and at most
@@ -33,6 +34,7 @@ from ..subscription import SubscriptionState
 from .buffer import FetchBuffer
 from .completed import Deserializer, Records, converter
 from .epoch_validation import epoch_ends, supported
+from .lane_policy import AUTO, LanePolicy, busy_response
 from .offset_lookup import READ_COMMITTED, ConnectionLike
 from .requests import (
     LAST_FETCHED_EPOCH_VERSION,
@@ -62,7 +64,7 @@ class Fetcher:
                  value_deserializer: Deserializer | None = None,
                  client_rack: str | None = None, retry_backoff: float = 0.1,
                  retry_backoff_max: float = 1.0, max_fetch_version: int = MAX_FETCH_VERSION,
-                 fetch_connections_per_broker: int = 1) -> None:
+                 fetch_connections_per_broker: int | str = AUTO, lane_policy: LanePolicy | None = None) -> None:
         self._cluster = cluster
         self._subscription = subscription
         self._settings = FetchSettings(fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes,
@@ -71,8 +73,9 @@ class Fetcher:
         self._retry_backoff = retry_backoff
         self._retry_backoff_max = retry_backoff_max
         self._max_fetch_version = max_fetch_version  # lower only to test what older brokers get
-        self._lanes = fetch_connections_per_broker
-        self._planner = FetchPlanner(cluster, subscription, retry_backoff, fetch_connections_per_broker)
+        # The planner asks it, answers teach it; ``lane_policy``: the setting's, with other thresholds (tests).
+        self._lanes = lane_policy or LanePolicy(fetch_connections_per_broker)
+        self._planner = FetchPlanner(cluster, subscription, retry_backoff, self._lanes)
         self._buffer = FetchBuffer(
             subscription, convert=converter(key_deserializer, value_deserializer),
             partition_max_bytes=max_partition_fetch_bytes,
@@ -113,17 +116,22 @@ class Fetcher:
 
     def sessions(self) -> dict[int, dict[str, Any]]:
         """Per broker: its fetch session (id 0: none) and how many full and incremental fetches went
-        out; with more than one fetch connection per broker, the first one's, and each one's under
-        "connections"."""
+        out; "lanes", how many connections its partitions are spread over now; once it had more
+        than one (or may have, a fixed setting above 1), the first one's session, and each one's
+        under "connections"."""
+        assigned: dict[int | None, int] = {}
+        for node_id in self.fetch_sources().values():
+            assigned[node_id] = assigned.get(node_id, 0) + 1
+        lanes_of = {node for node, lane in self._sessions if lane > 0}
         by_node: dict[int, dict[str, Any]] = {}
         for (node, lane), st in sorted(self._sessions.items()):
             session = {"session_id": st.session_id, "epoch": st.epoch, "partitions": len(st.partitions),
                        "full_fetches": st.full_requests, "incremental_fetches": st.incremental_requests,
                        "partitions_sent": st.partitions_sent}
-            if self._lanes == 1:
-                by_node[node] = session
-            else:
-                by_node.setdefault(node, session).setdefault("connections", {})[lane] = dict(session)
+            entry = by_node.setdefault(node, {
+                **session, "lanes": max(1, min(self._lanes.lanes(node), assigned.get(node, 0)))})
+            if node in lanes_of or (self._lanes.lanes(node) > 1 and not self._lanes.adaptive):
+                entry.setdefault("connections", {})[lane] = session
         return by_node
 
     def buffered_bytes(self) -> int:
@@ -208,11 +216,15 @@ class Fetcher:
             plan = session.plan(targets, version, ids)
             # The broker holds the request up to max_wait_ms before answering: allow for that.
             timeout = self._request_timeout + max_wait_ms / 1000
+            sent = loop.time()
             response = await conn.send(FETCH, version, self._settings.body(plan, plan.topic_ids or {}),
                                        timeout=timeout)
+            seconds = loop.time() - sent
             if session.answered(plan, response.get("error_code", 0), response.get("session_id", 0)):
                 names = {topic_id: topic for topic, topic_id in (plan.topic_ids or {}).items()}
-                stored = self._responses.store(node_id, targets, incarnations, response, names)
+                answer = self._responses.store(node_id, targets, incarnations, response, names)
+                stored = answer.buffered
+                self._observe(node_id, len(targets), seconds, answer.record_bytes)
             else:
                 # Sessions end when the broker evicts them (its cache is full): as in Java, INFO.
                 log.info("broker %d ended fetch session %d: %s; the next fetch is a full one", node_id,
@@ -236,6 +248,17 @@ class Fetcher:
             self.send_fetches()
         else:
             self._retry_later(node_id)
+
+    def _observe(self, node_id: int, partitions: int, seconds: float, record_bytes: int) -> None:
+        """Tell the lane policy how busy one answer from ``node_id`` was (``"auto"``)."""
+        if not self._lanes.adaptive:
+            return
+        settings = self._settings
+        busy = busy_response(seconds=seconds, max_wait=settings.max_wait_ms / 1000, record_bytes=record_bytes,
+                             partitions=partitions, partition_max_bytes=settings.partition_max_bytes,
+                             max_bytes=settings.max_bytes)
+        if self._lanes.observe(node_id, busy, asyncio.get_running_loop().time()):
+            log.debug("fetching from broker %d on %d connection(s) now", node_id, self._lanes.lanes(node_id))
 
     def _fetch_failed(self, node_id: int, exc: Exception) -> None:
         failures = self._node_failures.get(node_id)

@@ -21,6 +21,7 @@ from ..protocol.primitives import ZERO_UUID
 from ..structs import TopicPartition
 from ..subscription import PartitionState, SubscriptionState
 from .completed import CompletedFetch
+from .lane_policy import LanePolicy
 from .offset_lookup import ClusterLike
 from .sessions import FetchPlan
 
@@ -108,16 +109,16 @@ Lane = tuple[int, int]
 
 
 class FetchPlanner:
-    """Decides, per fetchable partition of ``subscription``, which broker (and which of ``lanes``
-    connections to it) to fetch it from and what to ask; failed partitions wait ``retry_backoff``
-    seconds."""
+    """Decides, per fetchable partition of ``subscription``, which broker (and which of the
+    connections to it that ``lanes`` gives that broker now) to fetch it from and what to ask;
+    failed partitions wait ``retry_backoff`` seconds."""
 
     def __init__(self, cluster: FetchCluster, subscription: SubscriptionState, retry_backoff: float,
-                 lanes: int = 1) -> None:
+                 lanes: LanePolicy | None = None) -> None:
         self._cluster = cluster
         self._subscription = subscription
         self._retry_backoff = retry_backoff
-        self._lanes = lanes
+        self._lanes = LanePolicy(1) if lanes is None else lanes  # the fetcher tells it what answers show
         # Set when a partition's leader is unknown or moved; the poll path refreshes and clears it.
         self.metadata_refresh_needed = False
         self._node_backoff: dict[int, float] = {}  # node id -> loop time before which not to fetch
@@ -136,7 +137,7 @@ class FetchPlanner:
         flight or fetched ahead."""
         plans: dict[Lane, dict[TopicPartition, FetchTarget]] = {}
         assignment = self._subscription.assignment
-        spread = self._spread(now) if self._lanes > 1 else {}
+        spread = self._spread(now) if self._lanes.widest() > 1 else {}
         for tp in self._subscription.fetchable():
             if tp in busy or self._partition_backoff.get(tp, 0.0) > now:
                 continue
@@ -161,13 +162,20 @@ class FetchPlanner:
 
     def _spread(self, now: float) -> dict[TopicPartition, int]:
         """Each assigned partition's lane on its broker: a broker's partitions, in order, take turns,
-        so each lane gets an even share and a partition keeps its lane while the assignment stays."""
+        so each lane gets an even share and a partition keeps its lane while the assignment and
+        the broker's number of lanes stay. A partition that changes lanes is forgotten by its old
+        lane's fetch session at that lane's next fetch (sessions.py: what a fetch does not want)."""
         by_node: dict[int, list[TopicPartition]] = {}
         for tp in self._subscription.assignment:
             node_id = self.fetch_node(tp, now)
             if node_id is not None:
                 by_node.setdefault(node_id, []).append(tp)
-        return {tp: i % self._lanes for tps in by_node.values() for i, tp in enumerate(sorted(tps))}
+        spread: dict[TopicPartition, int] = {}
+        for node_id, tps in by_node.items():
+            lanes = self._lanes.lanes(node_id)
+            if lanes > 1:
+                spread.update((tp, i % lanes) for i, tp in enumerate(sorted(tps)))
+        return spread
 
     def _epoch_check(self, tp: TopicPartition, state: PartitionState, current: int | None) -> FetchTarget | None:
         """The position to check before fetching ``tp`` again, if its leader (epoch ``current`` in
@@ -256,7 +264,9 @@ class FetchPlanner:
         return False
 
     def forget_node(self, node_id: int) -> None:
-        """``node_id`` failed: the partitions preferring it go back to their leaders."""
+        """``node_id`` failed: the partitions preferring it go back to their leaders, and it starts
+        again at one lane (with ``"auto"`` lanes)."""
+        self._lanes.forget(node_id)
         for tp in [tp for tp, (node, _until) in self._preferred.items() if node == node_id]:
             del self._preferred[tp]
 

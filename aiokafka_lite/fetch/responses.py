@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._net.metadata import BrokerInfo
 from ..errors import (
@@ -43,6 +43,15 @@ _CORRUPT_MESSAGE = ERROR_CODE_BY_NAME["CORRUPT_MESSAGE"]
 _LEADER_MOVED = frozenset({ERROR_CODE_BY_NAME["NOT_LEADER_OR_FOLLOWER"], ERROR_CODE_BY_NAME["FENCED_LEADER_EPOCH"]})
 
 
+class Stored(NamedTuple):
+    """What one Fetch answer did: ``buffered`` anything (or moved a partition to the leader the
+    broker named: fetch again at once), and how many ``record_bytes`` it carried for the partitions
+    asked (what tells a busy broker, lane_policy.py)."""
+
+    buffered: bool
+    record_bytes: int
+
+
 class ResponseHandler:
     """Applies answers to ``buffer``, ``planner`` and ``subscription``."""
 
@@ -56,13 +65,13 @@ class ResponseHandler:
 
     def store(self, node_id: int, targets: Mapping[TopicPartition, FetchTarget],
               incarnations: Mapping[TopicPartition, int], response: Mapping[str, Any],
-              names: Mapping[uuid.UUID, str]) -> bool:
-        """Buffer each partition's data; True if anything was buffered or a partition moved to
-        the leader the broker named: fetch again at once. ``names``: topic id -> name, for an
-        answer naming topics by id."""
+              names: Mapping[uuid.UUID, str]) -> Stored:
+        """Buffer each partition's data. ``names``: topic id -> name, for an answer naming topics
+        by id."""
         if response.get("error_code"):
             raise BrokerError(response["error_code"], f"Fetch from broker {node_id}")
         stored = False
+        record_bytes = 0
         endpoints = {e["node_id"]: BrokerInfo(e["node_id"], e["host"], e["port"], e["rack"])
                      for e in response.get("node_endpoints") or ()}
         for topic in response["responses"]:
@@ -72,6 +81,8 @@ class ResponseHandler:
                 target = targets.get(tp)
                 if target is None:
                     continue  # not asked for (a confused broker): ignore
+                if part["records"] is not None:
+                    record_bytes += len(part["records"])
                 if part["error_code"] in _LEADER_MOVED and self._moved(node_id, tp, part, endpoints):
                     stored = True
                     continue
@@ -81,7 +92,7 @@ class ResponseHandler:
                     stored = True
         if stored:
             self._buffer.wake()
-        return stored
+        return Stored(stored, record_bytes)
 
     def _moved(self, node_id: int, tp: TopicPartition, part: Mapping[str, Any],
                endpoints: Mapping[int, BrokerInfo]) -> bool:

@@ -80,6 +80,8 @@ FAMILIES = (
            "fetch_sessions", ("node", "connection")),
     Family("fetch_requests", "counter", "Fetch requests sent in a session, full or incremental",
            "fetch_sessions", ("node", "connection", "kind")),
+    Family("fetch_connections", "gauge", "Connections the fetches to a broker use now "
+           "(fetch_connections_per_broker; 'auto': 2 while reading a backlog)", "fetch_sessions", ("node",)),
     Family("connection_failures", "gauge", "Broker connections failing now", "connection_failures"),
     Family("rebootstraps", "counter", "Returns to bootstrap_servers (KIP-899)", "rebootstraps"),
 )
@@ -178,7 +180,9 @@ def _lag_rows(lag: Mapping[str, int | None], partitions: dict[str, tuple[str, st
 def _session_rows(sessions: Mapping[Any, Mapping[str, Any]], rows: Rows) -> None:
     partitions: list[Row] = []
     requests: list[Row] = []
+    connections: list[Row] = []
     for node, session in sessions.items():
+        connections.append(((str(node),), session.get("lanes", 1)))
         # One connection per broker: the session itself; more: each one's under "connections".
         lanes = session.get("connections") or {0: session}
         for lane, st in lanes.items():
@@ -188,6 +192,7 @@ def _session_rows(sessions: Mapping[Any, Mapping[str, Any]], rows: Rows) -> None
             requests.append(((*where, "incremental"), st["incremental_fetches"]))
     rows["fetch_session_partitions"] = partitions
     rows["fetch_requests"] = requests
+    rows["fetch_connections"] = connections
 
 
 # ---------------------------------------------------------------- rows -> prometheus_client metrics

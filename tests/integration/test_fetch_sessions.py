@@ -5,6 +5,7 @@ consumer sends them full fetches, which every other integration test covers.)"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -135,3 +136,86 @@ async def test_two_connections_per_broker_each_fetch_their_half_in_a_session_of_
         produce(apache_kafka_broker, unique_topic, _records(600, 12))
         more = await poll_until(consumer, lambda got: len(got) >= 12)
         _exactly(more, {f"v{i}".encode() for i in range(600, 612)})
+
+
+# ---------------------------------------------------------------- fetch_connections_per_broker="auto"
+
+BACKLOG_PARTITIONS = 6
+BACKLOG_PER_PARTITION = 4000  # 6 x 4000 x 1 KB = 24 MB: about 4 full answers a partition at 1 lane
+VALUE_PAD = b"x" * 990
+
+
+def _lanes(consumer: Consumer) -> int:
+    lanes = _session(consumer)["lanes"]
+    assert isinstance(lanes, int)
+    return lanes
+
+
+async def _idle_until_one_lane(consumer: Consumer, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while _lanes(consumer) != 1:
+        assert loop.time() < deadline, f"still {_lanes(consumer)} lanes after {timeout} s idle"
+        assert len(await consumer.poll(timeout=0.2)) == 0
+
+
+async def test_auto_opens_a_second_connection_for_a_backlog_and_closes_it_when_idle(
+        apache_kafka_broker: Any, unique_topic: str) -> None:
+    create_topic(apache_kafka_broker, unique_topic, partitions=BACKLOG_PARTITIONS)
+    produce(apache_kafka_broker, unique_topic,
+            ({"value": b"%08d" % i + VALUE_PAD, "partition": i % BACKLOG_PARTITIONS}
+             for i in range(BACKLOG_PARTITIONS * BACKLOG_PER_PARTITION)),
+            timeout=60.0, enable_idempotence=True)
+    # Default settings: fetch_connections_per_broker="auto", 500 ms long polls (about 5 s of them
+    # over two connections before the second one closes).
+    async with Consumer(bootstrap_servers=apache_kafka_broker.bootstrap_servers,
+                        auto_offset_reset="earliest") as consumer:
+        assert consumer.config.fetch_connections_per_broker == "auto"
+        consumer.assign([TopicPartition(unique_topic, p) for p in range(BACKLOG_PARTITIONS)])
+        lanes_seen: set[int] = set()
+        offsets: dict[int, list[int]] = {p: [] for p in range(BACKLOG_PARTITIONS)}
+        values: dict[int, list[int]] = {p: [] for p in range(BACKLOG_PARTITIONS)}
+        total = BACKLOG_PARTITIONS * BACKLOG_PER_PARTITION
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60.0
+        got = 0
+        while got < total:
+            assert loop.time() < deadline, f"{got} of {total} records after 60 s"
+            for record in await consumer.poll(timeout=0.5):
+                offsets[record.partition].append(record.offset)
+                values[record.partition].append(int(record.value[:8]))
+                got += 1
+            if consumer.metrics()["fetch_sessions"]:
+                lanes_seen.add(_lanes(consumer))
+        assert 2 in lanes_seen, f"the backlog never opened a second connection: {lanes_seen}"
+        for p in range(BACKLOG_PARTITIONS):  # every record exactly once, in order
+            assert offsets[p] == list(range(BACKLOG_PER_PARTITION))
+            assert values[p] == list(range(p, total, BACKLOG_PARTITIONS))
+        connections = _session(consumer)["connections"]
+        assert set(connections) == {0, 1}
+        assert all(c["session_id"] != 0 for c in connections.values())  # each its own session
+        # Drained: answers wait out the long poll, and the broker goes back to one connection.
+        await _idle_until_one_lane(consumer, timeout=30.0)
+        # New records still arrive, once, on the one connection left.
+        produce(apache_kafka_broker, unique_topic, [{"value": b"late", "partition": p}
+                                                     for p in range(BACKLOG_PARTITIONS)])
+        late = await poll_until(consumer, lambda got: len(got) >= BACKLOG_PARTITIONS, timeout=30.0)
+        assert sorted((r.partition, r.offset) for r in late) == [
+            (p, BACKLOG_PER_PARTITION) for p in range(BACKLOG_PARTITIONS)]
+        assert _lanes(consumer) == 1
+
+
+async def test_auto_keeps_an_idle_consumer_on_one_connection(apache_kafka_broker: Any, unique_topic: str) -> None:
+    create_topic(apache_kafka_broker, unique_topic, partitions=BACKLOG_PARTITIONS)
+    async with Consumer(bootstrap_servers=apache_kafka_broker.bootstrap_servers, auto_offset_reset="earliest",
+                        fetch_max_wait_ms=100) as consumer:
+        consumer.assign([TopicPartition(unique_topic, p) for p in range(BACKLOG_PARTITIONS)])
+        loop = asyncio.get_running_loop()
+        until = loop.time() + 3.0
+        while loop.time() < until:  # about 30 long polls that run out
+            assert len(await consumer.poll(timeout=0.2)) == 0
+        session = _session(consumer)
+        assert session["lanes"] == 1
+        assert "connections" not in session  # no second connection was ever used
+        assert session["session_id"] != 0
+        assert session["incremental_fetches"] >= 5

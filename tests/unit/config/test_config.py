@@ -685,3 +685,34 @@ def test_thread_heartbeats_work_with_either_group_protocol() -> None:
     for protocol in ("classic", "consumer"):
         config = ConsumerConfig.from_kwargs(group_id="g", group_protocol=protocol, heartbeat_mode="thread")
         assert config.heartbeat_mode == "thread"
+
+
+# --- fetch_connections_per_broker: "auto" (the default) or a number of connections ---
+
+def test_fetch_connections_per_broker_is_auto_by_default() -> None:
+    assert ConsumerConfig.from_kwargs().fetch_connections_per_broker == "auto"
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ("auto", "auto"), (" AUTO ", "auto"), ("Auto", "auto"), (1, 1), (2, 2), (8, 8)])
+def test_fetch_connections_per_broker_takes_auto_or_one_to_eight(given: Any, expected: Any) -> None:
+    assert ConsumerConfig.from_kwargs(fetch_connections_per_broker=given).fetch_connections_per_broker == expected
+
+
+@pytest.mark.parametrize("given", [0, 9, -1, True, 2.0, "2", "", "automatic", None, [2]])
+def test_fetch_connections_per_broker_refuses_anything_else_naming_it(given: Any) -> None:
+    message = error_of(fetch_connections_per_broker=given)
+    assert f"fetch_connections_per_broker={given!r}" in message
+    assert "'auto' or an int, 1 <= value <= 8" in message
+
+
+@pytest.mark.parametrize(("text", "expected"), [("auto", "auto"), ("AUTO", "auto"), ("1", 1), (" 3 ", 3)])
+def test_fetch_connections_per_broker_from_properties(text: str, expected: Any) -> None:
+    config = ConsumerConfig.from_properties({"fetch.connections.per.broker": text})
+    assert config.fetch_connections_per_broker == expected
+
+
+@pytest.mark.parametrize("text", ["0", "9", "two", "auto2", "2.5"])
+def test_fetch_connections_per_broker_property_text_refused(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"fetch\.connections\.per\.broker="):
+        ConsumerConfig.from_properties({"fetch.connections.per.broker": text})

@@ -153,13 +153,16 @@ def test_a_kip848_member_and_several_fetch_connections():
     snap["group_protocol"] = "consumer"
     lane = {"session_id": 5, "epoch": 1, "partitions": 2, "full_fetches": 1, "incremental_fetches": 4,
             "partitions_sent": 2}
-    snap["fetch_sessions"] = {1: {**lane, "connections": {0: lane, 1: {**lane, "partitions": 1}}}}
+    snap["fetch_sessions"] = {1: {**lane, "lanes": 2, "connections": {0: lane, 1: {**lane, "partitions": 1}}},
+                              2: {**lane, "lanes": 1}}
     consumer = FakeConsumer(snap)
     got = scrape(ConsumerCollector([consumer]))
     who = {"client_id": "billing-1", "group_id": "billing"}
     assert value(got, "aiokafka_lite_rebalances_total", **who, group_protocol="consumer") == 2
     assert value(got, "aiokafka_lite_fetch_session_partitions", **who, node="1", connection="1") == 1
     assert value(got, "aiokafka_lite_fetch_session_partitions", **who, node="1", connection="0") == 2
+    assert value(got, "aiokafka_lite_fetch_connections", **who, node="1") == 2
+    assert value(got, "aiokafka_lite_fetch_connections", **who, node="2") == 1
 
 
 def test_label_values_are_escaped():
