@@ -127,6 +127,27 @@ async def test_release_comes_back_with_delivery_count_2_and_reject_never_again(
     assert later == []
 
 
+async def test_a_record_released_at_every_delivery_stops_at_the_delivery_count_limit(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str) -> None:
+    """The broker's group.share.delivery.count.limit (5, Apache Kafka's default, which the fixture
+    keeps): a record released every time it comes is delivered 5 times, then archived: never again."""
+    broker = apache_kafka_broker
+    prepare(broker, unique_topic, unique_group, [b"poison", b"fine"], lock_ms=1000)
+    deliveries: list[tuple[bytes, int]] = []
+    async with asyncio.timeout(DEADLINE), \
+            ShareConsumer(unique_topic, **settings(broker, unique_group, share_acknowledgement_mode="explicit")) as s:
+        def release_poison(record: ShareRecord) -> str:
+            deliveries.append((record.value, record.delivery_count))
+            return "release" if record.value == b"poison" else "accept"
+
+        await _poll_and_decide(s, 6, release_poison)
+        assert set((await s.commit(timeout=10)).values()) <= {None}
+        later = await _collect(s, 3.0)  # longer than the 1 s lock
+    print(f"\ndeliveries {deliveries}; after 3 s more: {[(r.value, r.delivery_count) for r in later]}")
+    assert [count for value, count in deliveries if value == b"poison"] == [1, 2, 3, 4, 5]
+    assert later == []
+
+
 async def test_process_share_accepts_retries_by_redelivery_and_rejects_past_max_retries(
         apache_kafka_broker: Any, unique_topic: str, unique_group: str) -> None:
     broker = apache_kafka_broker
