@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import IO, Any, ClassVar, Generic, Self, TypeVar
 
 from aiokafka_lite.structs import TopicPartition
-from aiokafka_lite.testing._kafka_jars import kafka_jars, require_tool
+from aiokafka_lite.testing._kafka_jars import LOG4J2_TO_FILE, kafka_jars, require_tool
 from aiokafka_lite.testing._process import ManagedProcess
 
 # A small client: C1 only and the serial collector start it in about a second.
@@ -27,16 +27,7 @@ JVM_OPTS = ["-Xms64m", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"
             "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError"]
 
 # Everything log4j2 says goes to a file, so stdout holds nothing but the tool's JSON events.
-LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-"""
+LOG4J2 = LOG4J2_TO_FILE
 
 
 class JavaClientError(RuntimeError):

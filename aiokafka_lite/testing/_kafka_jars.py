@@ -162,3 +162,17 @@ def _replace(target: Path, staging: Path) -> None:
 def is_cached(version: str) -> bool:
     """Whether the jars of Kafka ``version`` are already downloaded (no Maven needed to start it)."""
     return _is_complete(cache_root() / f"kafka-{version}", version)
+
+
+# A log4j2 configuration sending everything to one file ({log_file}), for the broker and the tools
+# started from these jars (so a tool's stdout holds nothing but what it prints).
+LOG4J2_TO_FILE = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+"""

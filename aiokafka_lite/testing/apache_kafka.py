@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from aiokafka_lite.testing._kafka_jars import kafka_jars, require_tool
+from aiokafka_lite.testing._kafka_jars import LOG4J2_TO_FILE, kafka_jars, require_tool
 from aiokafka_lite.testing._probe import kafka_ready
 from aiokafka_lite.testing._process import (
     LOCALHOST,
@@ -98,15 +98,7 @@ SHARE_GROUP_TEST_PROPERTIES: dict[str, str] = {
     "share.coordinator.state.topic.num.partitions": "4",
 }
 
-_LOG4J2 = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
+_LOG4J2 = LOG4J2_TO_FILE + """\
 logger.kafka.name = kafka
 logger.kafka.level = INFO
 logger.apache.name = org.apache.kafka

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,23 @@ def _about(records: list[logging.LogRecord], topic: str, level: int) -> list[str
     return [r.getMessage() for r in records if r.levelno == level and repr(topic) in r.getMessage()]
 
 
+async def _said_once_while_missing(poll: Callable[[float], Awaitable[Sequence[Any]]],
+                                   caplog: pytest.LogCaptureFixture, topic: str, quiet_polls: int) -> float:
+    """Poll (0.5 s each, nothing comes) until the WARNING naming ``topic``, then ``quiet_polls``
+    more; the WARNING was said once. Returns how long it took to come."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while not _about(caplog.records, topic, logging.WARNING) and loop.time() - started < 20:
+        assert len(await poll(0.5)) == 0
+    warned_after = loop.time() - started
+    for _ in range(quiet_polls):
+        assert len(await poll(0.5)) == 0
+    assert _about(caplog.records, topic, logging.WARNING) == [
+        f"topic {topic!r}: does not exist; the consumer waits for it to be created and reads nothing from "
+        "it until then"], caplog.text
+    return warned_after
+
+
 async def test_a_missing_topic_is_said_once_then_read_when_created(
         apache_kafka_broker, unique_topic, unique_group, group_protocol: GroupProtocol,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -32,16 +51,8 @@ async def test_a_missing_topic_is_said_once_then_read_when_created(
              auto_offset_reset="earliest", allow_auto_create_topics=False, metadata_max_age_ms=500,
              session_timeout_ms=10000, heartbeat_interval_ms=500))
     async with Consumer(unique_topic, **settings) as consumer:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        while not _about(caplog.records, unique_topic, logging.WARNING) and loop.time() - started < 20:
-            await consumer.poll(timeout=0.5)
-        warned_after = loop.time() - started
-        for _ in range(6):  # several metadata refreshes (metadata_max_age_ms=500) while it is missing
-            assert len(await consumer.poll(timeout=0.5)) == 0
-        warnings = _about(caplog.records, unique_topic, logging.WARNING)
-        assert warnings == [f"topic {unique_topic!r}: does not exist; the consumer waits for it to be "
-                            "created and reads nothing from it until then"], caplog.text
+        # several metadata refreshes (metadata_max_age_ms=500) while it is missing
+        warned_after = await _said_once_while_missing(consumer.poll, caplog, unique_topic, quiet_polls=6)
         assert warned_after < 15, warned_after
 
         create_topic(apache_kafka_broker, unique_topic, partitions=2)
@@ -61,16 +72,8 @@ async def test_a_share_consumer_says_a_missing_topic_once_then_reads_it_when_cre
     set_group_config(apache_kafka_broker, unique_group, {"share.auto.offset.reset": "earliest"})
     async with ShareConsumer(unique_topic, bootstrap_servers=apache_kafka_broker.bootstrap_servers,
                              group_id=unique_group, allow_auto_create_topics=False) as share:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        while not _about(caplog.records, unique_topic, logging.WARNING) and loop.time() - started < 20:
-            assert await share.poll(0.5) == []
-        warned_after = loop.time() - started
-        for _ in range(14):  # past two of its re-checks while the topic is missing
-            assert await share.poll(0.5) == []
-        warnings = _about(caplog.records, unique_topic, logging.WARNING)
-        assert warnings == [f"topic {unique_topic!r}: does not exist; the consumer waits for it to be "
-                            "created and reads nothing from it until then"], caplog.text
+        # past two of its re-checks (every 5 s) while the topic is missing
+        warned_after = await _said_once_while_missing(share.poll, caplog, unique_topic, quiet_polls=14)
         assert warned_after < 5, warned_after
 
         create_topic(apache_kafka_broker, unique_topic, partitions=2)
