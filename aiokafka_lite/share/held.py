@@ -22,7 +22,7 @@ Owner = Any  # the asyncio.Task a record was handed to (None outside a task)
 
 
 def key_of(record: ShareRecord) -> Key:
-    return record.topic, record.partition, record.offset
+    return record[:3]  # topic, partition, offset: a slice, not three attribute look-ups
 
 
 class HeldRecords:
@@ -46,7 +46,7 @@ class HeldRecords:
                 task.add_done_callback(self._task_ended)
         owners = self._owner
         for record in records:
-            key = record[:3]  # key_of(record), without three attribute look-ups
+            key = key_of(record)
             earlier = owners.get(key)
             if earlier is not None and earlier is not task:  # its lock lapsed, and it came back
                 self._by_task.get(earlier, {}).pop(key, None)
@@ -64,17 +64,13 @@ class HeldRecords:
 
     def decided(self, record: ShareRecord) -> None:
         """``record`` was acknowledged (accept, release or reject): no task holds it any more."""
-        key = key_of(record)
-        task = self._owner.pop(key, None)
-        held = self._by_task.get(task)
-        if held is not None:
-            held.pop(key, None)
+        self.decided_all((record,))
 
     def decided_all(self, records: Iterable[ShareRecord]) -> None:
         """``decided`` for many records (a task's whole batch, in implicit mode)."""
         owners, by_task = self._owner, self._by_task
         for record in records:
-            key = record[:3]
+            key = key_of(record)
             held = by_task.get(owners.pop(key, None))
             if held is not None:
                 held.pop(key, None)
