@@ -14,10 +14,10 @@ from .._net.cluster import Cluster
 from ..config import ConsumerConfig
 from ..errors import ConsumerClosedError, KafkaTimeoutError
 from ..liveness.closing import cancel
+from ..liveness.start_attempt import StartAttempt
 from ..protocol import native
 from ..structs import GroupMembershipOperation
 from .closing import leave_by_force
-from .start_attempt import StartAttempt
 from .wiring import make_cluster
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ log = logging.getLogger("aiokafka_lite.consumer")
 
 
 class Startup:
-    """start(): one attempt to connect at a time (start_attempt), made by the first call that
+    """start(): one attempt to connect at a time (liveness/start_attempt.py), made by the first call that
     needs the cluster; `connected` is given the bootstrapped cluster."""
 
     def __init__(self, config: ConsumerConfig, connected: Callable[[Cluster], None],

@@ -1,4 +1,5 @@
-"""The consumer's attempt to connect (start()), shared by the calls that wait for it.
+"""A consumer's attempt to connect (start(): the Consumer's and the ShareConsumer's), shared by the
+calls that wait for it.
 
 A call whose timeout lapses stops waiting, and the attempt goes on for the next call. It does not
 go on for ever: while no call waits for it, it has `idle_limit` seconds (default_api_timeout_ms)

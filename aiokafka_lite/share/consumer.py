@@ -59,7 +59,7 @@ class ShareConsumer:
         self._cluster: Cluster | None = None
         self._member: ShareMember | None = None
         self._fetcher: ShareFetcher | None = None
-        self._startup = StartOnce(self._start_once, self._is_closed)
+        self._startup = StartOnce(self._start_once, self._is_closed, self.config.default_api_timeout)
         self._closing = Closing("share close")
         self._held = HeldRecords(self._task_ended)
         self._held.explicit = self.explicit

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite import Consumer, ShareConsumer, TopicPartition
 from aiokafka_lite.errors import ConsumerClosedError, KafkaError, KafkaTimeoutError
 from aiokafka_lite.testing.helpers import create_topic, produce
 
@@ -257,12 +257,14 @@ async def test_cancel_and_await_lets_the_callers_cancellation_through():
     assert stopper.cancelled()
 
 
-async def test_a_start_attempt_nobody_waits_for_gives_up():
+@pytest.mark.parametrize("facade", ["Consumer", "ShareConsumer"])
+async def test_a_start_attempt_nobody_waits_for_gives_up(facade: str):
     """Defect 6: after start() timed out, the attempt goes on for the next call, but not for ever:
     with nobody waiting it stops after default_api_timeout_ms and closes its connections."""
     accepted: list[asyncio.StreamReader] = []
     async with silent_server(accepted) as address:
-        consumer = Consumer(bootstrap_servers=address, group_id="g-idle", default_api_timeout_ms=1000)
+        kind = Consumer if facade == "Consumer" else ShareConsumer
+        consumer = kind(bootstrap_servers=address, group_id="g-idle", default_api_timeout_ms=1000)
         with pytest.raises(KafkaTimeoutError):
             await consumer.start(timeout=0.2)
         assert _aiokafka_tasks()  # the attempt goes on, for the next call to pick up
