@@ -366,3 +366,27 @@ class HandlerFailedError(KafkaError):
     def __init__(self, message: str, record: object, attempts: int) -> None:
         super().__init__(message)
         self.record, self.attempts = record, attempts
+
+
+class HandlerCancelledError(KafkaError):
+    """A handler (or an ``on_failure`` hook) under process() or process_share() raised a
+    CancelledError that the library did not cause: it awaited something that another task
+    cancelled. That is the handler's failure, handled as any other (retried, then the hook); the
+    CancelledError is chained as the cause. ``record`` is the record it was handling."""
+
+    def __init__(self, record: object) -> None:
+        where = getattr(record, "topic", "?"), getattr(record, "partition", "?"), getattr(record, "offset", "?")
+        super().__init__(f"the handler of {where[0]}-{where[1]} offset {where[2]} raised CancelledError without "
+                         "being cancelled (it awaited something another task cancelled)")
+        self.record = record
+
+
+class InvalidRecordStateError(KafkaError):
+    """A share group decision on a delivery that is no longer this consumer's to decide (Java's
+    InvalidRecordStateException): the record's acquisition lock lapsed and the broker delivered it
+    again (``delivery_count`` one higher, perhaps to another task of this consumer), so only that
+    delivery may be acknowledged. Nothing was sent; the newer delivery stays undecided."""
+
+    def __init__(self, message: str, record: object) -> None:
+        super().__init__(message)
+        self.record = record

@@ -101,9 +101,23 @@ class SubscriptionState:
             compiled = pattern
         else:
             raise InvalidArgumentError(f"a topic pattern must be a str or re.Pattern, got {pattern!r}")
+        if self.pattern is not None and self.pattern == compiled:  # re.Pattern: equal pattern and flags
+            return  # the same pattern again: the topics it matched stay
         self.type = SubscriptionType.PATTERN
         self.pattern = compiled
         self.topics = frozenset()
+
+    def subscribe_to(self, topics: list[str], pattern: str | re.Pattern[str] | None) -> bool:
+        """subscribe()'s topics or pattern; True when the subscription changed (the same one again,
+        with a new listener say, is no change: as in Java, no reason to rejoin)."""
+        before = self.type, self.topics, self.pattern
+        if pattern is None:
+            self.subscribe(topics)
+        elif topics:
+            raise InvalidArgumentError("subscribe() takes topics or a pattern, not both")
+        else:
+            self.subscribe_pattern(pattern)
+        return (self.type, self.topics, self.pattern) != before
 
     def match_pattern(self, all_topics: Iterable[str]) -> bool:
         """Update the topic set from the cluster's topics; True when it changed."""

@@ -218,18 +218,13 @@ class Consumer:
         if self.config.group_id is None:
             raise IllegalStateError("subscribe() needs a group_id; without a group use assign()")
         topic_list = [topics] if isinstance(topics, str) else list(topics)
-        if pattern is not None:
-            if topic_list:
-                raise InvalidArgumentError("subscribe() takes topics or a pattern, not both")
-            self._subscription.subscribe_pattern(pattern)
-        elif not topic_list:
+        if pattern is None and not topic_list:
             self.unsubscribe()  # as in Java: subscribing to nothing is unsubscribing
             return
-        else:
-            self._subscription.subscribe(topic_list)
+        changed = self._subscription.subscribe_to(topic_list, pattern)
         if listener is not None:
             self._parts.listener = listener
-        if self._member is not None:
+        if self._member is not None and changed:  # as in Java: the same subscription again is no rejoin
             self._member.subscription_changed("subscription changed")
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:

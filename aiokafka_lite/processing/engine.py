@@ -7,6 +7,7 @@ path, or in close()'s task, and drains what it is told to."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Collection, Iterable, Mapping
@@ -14,7 +15,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..consumer.listener import ConsumerRebalanceListener
-from ..errors import ConfigError, ConsumerClosedError, IllegalStateError, KafkaError, OffsetMetadataError
+from ..errors import (
+    ConfigError,
+    ConsumerClosedError,
+    HandlerCancelledError,
+    IllegalStateError,
+    KafkaError,
+    OffsetMetadataError,
+)
 from ..structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from . import metadata, pressure
 from .jobs import Counts, Job, PartitionWork, handle, lane_of
@@ -27,6 +35,7 @@ from .source import RecordSource
 log = logging.getLogger("aiokafka_lite.consumer.process")
 
 Planned = dict[TopicPartition, tuple[PartitionWork, int, Encoded]]
+STUCK_CHECK_EVERY = 1.0  # seconds between looks for handlers running past stuck_handler_warning
 
 
 @dataclass(frozen=True)
@@ -59,8 +68,11 @@ class Processor:
         self._commit_task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._fatal: BaseException | None = None
+        self._listener: ProcessingListener | None = None
+        self._subscribed: list[str] | None = None  # the topics process() subscribed to (None: a pattern or none)
         self._running = False
         self._used = False
+        self._metadata_checked = False  # whether the broker keeps commit metadata (Tansu drops it)
 
     # ------------------------------------------------------------ public
 
@@ -69,9 +81,14 @@ class Processor:
         self._stop.set()
 
     def metrics(self) -> dict[str, Any]:
-        """Counts and gauges for /health and dashboards."""
+        """Counts and gauges for /health and dashboards (``oldest_handler_age``: seconds the longest
+        running handler has run, 0.0 when none runs: a /health endpoint can fail on it)."""
+        running = self._running_jobs()
+        now = asyncio.get_running_loop().time() if running else 0.0
         return {**asdict(self._counts), "running": self._running, "held": self._held(),
                 "in_flight": sum(1 for part in self._parts.values() for job in part.tasks.values() if job.started),
+                "oldest_handler_age": max((now - job.started_at for job in running if job.started_at is not None),
+                                          default=0.0),
                 "paused_partitions": len(self._paused_by_us),
                 "watermarks": {f"{tp.topic}-{tp.partition}": part.progress.watermark()
                                for tp, part in self._parts.items()}}
@@ -85,6 +102,7 @@ class Processor:
             return await self._run()
         finally:
             self._running = False
+            self._give_back_listener()
 
     # ------------------------------------------------------------ the loop
 
@@ -93,7 +111,8 @@ class Processor:
         reason = "stopped"
         loop = asyncio.get_running_loop()
         interval = self._commit_interval()
-        next_commit = loop.time() + interval
+        check_every = min(STUCK_CHECK_EVERY, self.settings.stuck_handler_warning or STUCK_CHECK_EVERY)
+        next_commit, next_check = loop.time() + interval, loop.time() + check_every
         try:
             while not self._stop.is_set() and self._fatal is None:
                 self._apply_pressure()
@@ -101,9 +120,13 @@ class Processor:
                 limit = max(1, min(room, self._consumer.config.max_poll_records))
                 batch = await self._consumer.poll(self.settings.poll_timeout, max_records=limit)
                 await self._take(batch)
-                if loop.time() >= next_commit:
-                    next_commit = loop.time() + interval
+                now = loop.time()
+                if now >= next_commit:
+                    next_commit = now + interval
                     self._commit_in_background()
+                if now >= next_check:
+                    next_check = now + check_every
+                    self._warn_of_stuck_handlers(now)
         except ConsumerClosedError:
             reason = "closed"
         except Exception as exc:  # from poll() (a fatal group error, a deserializer) or a misuse: drained too
@@ -133,11 +156,27 @@ class Processor:
         listener = ProcessingListener(self._revoke, self._lose, self._user_listener)
         if self._pattern is not None:
             self._consumer.subscribe(pattern=self._pattern, listener=listener)
+            self._listener = listener
             return
         topics = self._topics if self._topics is not None else sorted(self._consumer.subscription())
         if topics:
             self._consumer.subscribe(topics, listener=listener)
+            self._listener, self._subscribed = listener, topics
         # else: a manual assignment, which no rebalance takes away
+
+    def _give_back_listener(self) -> None:
+        """However run() ended: process()'s listener does nothing more, and the subscription's
+        listener is the application's again (a no-op one when it gave none)."""
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        listener.detach()
+        own = self._user_listener if self._user_listener is not None else ConsumerRebalanceListener()
+        with contextlib.suppress(ConsumerClosedError):  # closed: no listener runs any more
+            if self._pattern is not None:
+                self._consumer.subscribe(pattern=self._pattern, listener=own)
+            elif self._subscribed is not None and self._consumer.subscription() == set(self._subscribed):
+                self._consumer.subscribe(self._subscribed, listener=own)  # the same topics: no rejoin
 
     def _commit_interval(self) -> float:
         if self.settings.commit_interval is not None:
@@ -146,6 +185,23 @@ class Processor:
 
     def _held(self) -> int:
         return sum(part.progress.unfinished for part in self._parts.values())
+
+    def _running_jobs(self) -> list[Job]:
+        return [job for part in self._parts.values() for job in part.tasks.values() if job.started_at is not None]
+
+    def _warn_of_stuck_handlers(self, now: float) -> None:
+        """Once per record: a handler running past stuck_handler_warning holds its partition's watermark."""
+        threshold = self.settings.stuck_handler_warning
+        if threshold is None:
+            return
+        for job in self._running_jobs():
+            assert job.started_at is not None
+            if not job.warned and now - job.started_at >= threshold:
+                job.warned = True
+                r = job.record
+                log.warning("process(): the handler of %s-%d offset %d (key %r) has run for %.0f s "
+                            "(stuck_handler_warning=%s s); the partition's committed offset waits for it",
+                            r.topic, r.partition, r.offset, r.key, now - job.started_at, threshold)
 
     def _apply_pressure(self) -> None:
         assigned = self._consumer.assignment()
@@ -222,9 +278,9 @@ class Processor:
     def _done(self, task: asyncio.Task[None], job: Job) -> None:
         part = job.partition
         part.tasks.pop(task, None)
-        if task.cancelled():
+        if task.cancelled() and job.cancelled:
             return  # revoked, lost or stopping: the record stays unfinished (at or above the watermark)
-        error = task.exception()
+        error = HandlerCancelledError(job.record) if task.cancelled() else task.exception()
         if error is not None:
             if self._fatal is None:
                 self._fatal = error
@@ -277,6 +333,27 @@ class Processor:
             part.progress.committed(offset, encoded)
             self._committed[tp] = offset
             self._counts.metadata_truncated += encoded.truncated
+        await self._check_metadata_kept(offsets)
+
+    async def _check_metadata_kept(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Once per run, after the first commit carrying finished offsets: read it back. A broker that
+        drops commit metadata (Tansu) makes the next owner run those records again: said once."""
+        if self._metadata_checked:
+            return
+        with_metadata = {tp: om for tp, om in offsets.items() if om.metadata}
+        if not with_metadata:
+            return
+        self._metadata_checked = True
+        tp, sent = next(iter(with_metadata.items()))
+        try:
+            read = (await self._consumer.committed([tp])).get(tp)
+        except KafkaError:
+            return  # unknown: a later run checks again
+        if read is not None and read.offset == sent.offset and read.metadata != sent.metadata:
+            self._counts.metadata_dropped = True
+            log.warning("process(): the broker did not keep the commit metadata (it answered %r): records finished "
+                        "above the committed offset will run again after a rebalance or a restart",
+                        read.metadata[:40])
 
     async def _commit_now(self, parts: Iterable[PartitionWork]) -> None:
         """After earlier commits (in order), the watermark of these partitions."""
@@ -289,27 +366,41 @@ class Processor:
     # ------------------------------------------------------------ rebalances and the end
 
     async def _drain(self, parts: list[PartitionWork]) -> None:
-        """No new records; the ones not started are dropped; the started ones get drain_timeout."""
+        """No new records; the ones not started are dropped; the started ones get drain_timeout.
+        Cancelled meanwhile (close() going by force, run() cancelled): every handler is cancelled
+        and awaited first, so none runs on after the caller."""
         for part in parts:
             part.closing = True
-            for task in part.unstarted():
-                task.cancel()
+            for task, job in part.tasks.items():
+                if not job.started:
+                    job.cancelled = True
+                    task.cancel()
         running = [task for part in parts for task in part.tasks]
         if running:
-            _, late = await asyncio.wait(running, timeout=self.settings.drain_timeout)
+            try:
+                _, late = await asyncio.wait(running, timeout=self.settings.drain_timeout)
+            except asyncio.CancelledError:
+                await self._cancel(parts)
+                raise
             if late:
                 log.info("process(): %d handlers still running after drain_timeout (%.1f s): cancelled",
                          len(late), self.settings.drain_timeout)
         await self._cancel(parts)
 
     async def _cancel(self, parts: list[PartitionWork]) -> None:
-        tasks = [task for part in parts for task in part.tasks]
+        """Cancel (booked as ours) and await every handler of ``parts``; a handler that ignores its
+        cancellation gets drain_timeout more, then is left and named (run() must end)."""
+        jobs = [(task, job) for part in parts for task, job in part.tasks.items()]
         for part in parts:
             part.closing = True
-        for task in tasks:
+        for task, job in jobs:
+            job.cancelled = True
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        if jobs:
+            _, stubborn = await asyncio.wait([task for task, _ in jobs], timeout=self.settings.drain_timeout)
+            if stubborn:
+                log.warning("process(): %d handlers ignored their cancellation for %.1f s and are left running "
+                            "(a handler must not swallow CancelledError)", len(stubborn), self.settings.drain_timeout)
 
     async def _cancel_all(self) -> None:
         """Every task this run started (handlers, a commit under way), cancelled and awaited."""
@@ -336,14 +427,25 @@ class Processor:
             self._paused_by_us.discard(part.tp)
 
     async def _finish(self, reason: str) -> None:
-        parts = list(self._parts.values())
-        await self._drain(parts)
-        if reason == "stopped":
+        if reason == "closed":
+            await self._after_close()
+        else:
+            parts = list(self._parts.values())
+            await self._drain(parts)
             await self._commit_now(parts)
             resume = self._paused_by_us & self._consumer.assignment()
             if resume:
                 self._consumer.resume(*sorted(resume))
-        elif self._commit_task is not None:
-            await asyncio.wait([self._commit_task])
         self._paused_by_us.clear()
         self._parts.clear()
+
+    async def _after_close(self) -> None:
+        """The consumer was closed in another task: close()'s revocation drains and commits through
+        the listener. Wait for that close to end (this waits; it does not cut it short), so the
+        result says what it committed; what it did not revoke (closed by force, or out of the group)
+        is cancelled, committing nothing."""
+        with contextlib.suppress(Exception):  # close()'s own error is its caller's to see
+            await self._consumer.close(None)
+        await self._cancel(list(self._parts.values()))
+        if self._commit_task is not None:
+            await asyncio.wait([self._commit_task])

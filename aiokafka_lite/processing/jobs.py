@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..errors import HandlerFailedError, InvalidArgumentError
 from ..structs import ConsumerRecord, TopicPartition
+from .cancelling import as_failure, cancel_is_ours
 from .progress import PartitionProgress
 from .settings import FailureHook, Handler, Ordering, ProcessSettings
 
@@ -30,6 +31,7 @@ class Counts:
     commit_failures: int = 0
     metadata_errors: int = 0  # committed metadata that could not be read (started at the committed offset)
     metadata_truncated: int = 0  # commits whose finished offsets did not all fit in metadata_max_bytes
+    metadata_dropped: bool = False  # the broker answered a commit's metadata back empty (Tansu): said once
 
 
 @dataclass
@@ -38,6 +40,9 @@ class Job:
     lane: Hashable
     partition: PartitionWork
     started: bool = False  # a handler attempt began (the revocation lets it finish, within its bound)
+    started_at: float | None = None  # the loop's clock when the running attempt began (None: not running)
+    warned: bool = False  # logged once as running longer than stuck_handler_warning
+    cancelled: bool = False  # process() cancelled it (booked before cancel(): any other cancel is a failure)
 
 
 @dataclass
@@ -73,9 +78,11 @@ async def handle(record: ConsumerRecord, handler: Handler, on_failure: FailureHo
     sleeps hold no slot, so other lanes use it meanwhile. Raises HandlerFailedError when no hook took
     the record (or the hook raised): process() then stops."""
     attempts = 0
+    error: Exception
     while True:
         async with slots:
             job.started = True
+            job.started_at = asyncio.get_running_loop().time()
             attempts += 1
             try:
                 outcome = handler(record)
@@ -85,11 +92,17 @@ async def handle(record: ConsumerRecord, handler: Handler, on_failure: FailureHo
             except _NotAwaitableError as exc:
                 raise InvalidArgumentError(f"the handler must be a coroutine function (async def); it returned "
                                            f"{exc.args[0]!r}") from None
+            except asyncio.CancelledError as exc:
+                if cancel_is_ours():
+                    raise  # process() cancelled this record (drain timeout, lost partitions, the end)
+                error = as_failure(exc, record)
             except Exception as exc:
                 error = exc
             else:
                 counts.processed += 1
                 return
+            finally:
+                job.started_at = None
         if attempts > settings.max_retries:
             await _give_up(record, error, attempts, on_failure)
             counts.failed += 1
@@ -107,6 +120,11 @@ async def _give_up(record: ConsumerRecord, error: Exception, attempts: int, on_f
         result = on_failure(record, error)
         if inspect.isawaitable(result):
             await result
+    except asyncio.CancelledError as exc:
+        if cancel_is_ours():
+            raise
+        raise HandlerFailedError(f"on_failure raised CancelledError for {where} without being cancelled",
+                                 record, attempts) from exc
     except Exception as exc:
         raise HandlerFailedError(f"on_failure raised for {where}: {exc!r}", record, attempts) from exc
 

@@ -12,16 +12,17 @@ the ranges not reached yet stay in every later commit's metadata until the water
 
 from __future__ import annotations
 
-from collections import deque
-
-from .metadata import Encoded, FinishedRanges, Range, encode, merge, ranges_of
+from .metadata import Encoded, FinishedRanges, Range, encode, merge
 
 
 class PartitionProgress:
     def __init__(self, committed: int | None = None, carried: FinishedRanges | None = None,
                  metadata: str = "") -> None:
-        self._received: deque[int] = deque()  # unfinished offsets first; finished ones until passed
-        self._finished: set[int] = set()  # received, finished, above the watermark
+        # Only the unfinished offsets are kept, in offset order (records arrive in order; a dict
+        # keeps insertion order and removes any key at once). Everything received between them is
+        # finished, or no record (compaction, transaction markers): the bookkeeping is bounded by
+        # the records held, whatever a handler does, never by how many finished after a stuck one.
+        self._unfinished: dict[int, None] = {}
         self._next: int | None = committed  # the offset after the last record received
         self._carried = carried if carried is not None else FinishedRanges()
         self._started = False  # the first record is taken wherever it is (the position may differ)
@@ -39,12 +40,10 @@ class PartitionProgress:
         if self._started and self._next is not None and offset < self._next:
             return False
         self._started = True
-        self._received.append(offset)
         self._next = offset + 1
         if offset in self._carried:
-            self._finished.add(offset)
-            self._advance()
             return False
+        self._unfinished[offset] = None
         return True
 
     def was_finished(self, offset: int) -> bool:
@@ -52,29 +51,31 @@ class PartitionProgress:
         return offset in self._carried
 
     def finish(self, offset: int) -> None:
-        self._finished.add(offset)
-        self._advance()
-
-    def _advance(self) -> None:
-        received, finished = self._received, self._finished
-        while received and received[0] in finished:
-            finished.discard(received.popleft())
+        self._unfinished.pop(offset, None)
 
     @property
     def unfinished(self) -> int:
-        """Records held: received and not finished."""
-        return len(self._received) - len(self._finished)
+        """Records held: received and not finished (also all that this object keeps per offset)."""
+        return len(self._unfinished)
 
     def watermark(self) -> int | None:
         """The offset to commit: None before any record was received (nothing to say)."""
-        if self._received:
-            return self._received[0]
+        for offset in self._unfinished:
+            return offset
         return self._next
 
     def finished_above(self, watermark: int) -> list[Range]:
-        """Finished offsets above the watermark: those received, and the carried ranges beyond."""
-        mine = ranges_of(self._finished)
+        """Finished offsets above the watermark: the spans between unfinished ones up to the last
+        record received, and the carried ranges beyond. Work in proportion to the records held."""
+        mine: list[Range] = []
+        previous = watermark
+        for offset in self._unfinished:
+            if offset > previous + 1:
+                mine.append((previous + 1, offset))
+            previous = max(previous, offset)
         beyond = self._next if self._next is not None else watermark
+        if beyond > previous + 1:
+            mine.append((previous + 1, beyond))
         return merge([*mine, *self._carried.above(max(beyond, watermark + 1))])
 
     def to_commit(self, max_bytes: int) -> tuple[int, Encoded] | None:

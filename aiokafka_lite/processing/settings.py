@@ -36,6 +36,7 @@ class ProcessSettings:
     commit_interval: float | None = None  # None: the consumer's auto_commit_interval_ms
     metadata_max_bytes: int = KAFKA_METADATA_MAX_BYTES
     poll_timeout: float = 0.1  # each poll()'s wait: how soon a stop or freed room is noticed
+    stuck_handler_warning: float | None = 60.0  # a handler running this long is logged once (None: never)
 
     def __post_init__(self) -> None:
         check_int_at_least("concurrency", self.concurrency, 1)
@@ -47,8 +48,9 @@ class ProcessSettings:
         check_int_at_least("metadata_max_bytes", self.metadata_max_bytes, 0)
         for name in ("retry_backoff", "retry_backoff_max", "drain_timeout", "poll_timeout"):
             check_seconds(name, getattr(self, name))
-        if self.commit_interval is not None:
-            check_seconds("commit_interval", self.commit_interval)
+        for name in ("commit_interval", "stuck_handler_warning"):
+            if getattr(self, name) is not None:
+                check_seconds(name, getattr(self, name))
 
     @property
     def bound(self) -> int:

@@ -40,6 +40,7 @@ class FakeConsumer:
     _paused: set[TopicPartition] = field(default_factory=set)
     _positions: dict[TopicPartition, int] = field(default_factory=dict)
     _events: list[tuple[str, set[TopicPartition]]] = field(default_factory=list)
+    _closing: asyncio.Future[None] | None = None
 
     @classmethod
     def with_records(cls, partitions: int, per_partition: int, keys: int, topic: str = "t",
@@ -63,9 +64,15 @@ class FakeConsumer:
         """"revoke", "lose" or "assign" at the next poll()."""
         self._events.append((event, set(tps)))
 
-    async def close(self) -> None:
-        """As Consumer.close(): closed at once for other callers, then the listener's revocation."""
-        self.closed = True
+    async def close(self, timeout: float | None = None) -> None:
+        """As Consumer.close(): closed at once for other callers, then the listener's revocation; a
+        second call waits for the first."""
+        if self._closing is None:
+            self.closed = True
+            self._closing = asyncio.ensure_future(self._revoke_on_close())
+        await asyncio.shield(self._closing)
+
+    async def _revoke_on_close(self) -> None:
         if self.listener is not None and self._assigned:
             await call_listener(self.listener.on_partitions_revoked, set(self._assigned), "on_partitions_revoked")
         self._assigned.clear()

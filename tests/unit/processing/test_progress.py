@@ -146,3 +146,26 @@ def test_at_the_bound_every_partition_pauses():
     assert room(100, 100) == 0
     assert room(120, 100) == 0
     assert room(30, 100) == 70
+
+
+def test_one_stuck_record_keeps_the_bookkeeping_bounded_however_many_finish_after_it():
+    """Issue 39: a hung handler held the watermark while every record finished after it was kept
+    (about 85 B each) and re-sorted at each commit. Only the unfinished ones are kept now."""
+    import tracemalloc
+
+    progress = PartitionProgress()
+    progress.accept(0)  # never finishes
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for offset in range(1, 200_001):
+            progress.accept(offset)
+            progress.finish(offset)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert progress.unfinished == 1
+    assert grown < 64 * 1024, grown  # was about 17 MB for these 200,000 records
+    offset, encoded = progress.to_commit(4096)
+    assert offset == 0
+    assert decode(encoded.metadata, 0).ranges == [(1, 200_001)]

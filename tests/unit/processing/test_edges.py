@@ -1,0 +1,212 @@
+"""process() at its edges (issue 39): a handler's own CancelledError, however run() ends nothing of
+it is left on the consumer, a hung handler's cost is bounded, close() from another task."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import pytest
+
+from aiokafka_lite.consumer.listener import ConsumerRebalanceListener
+from aiokafka_lite.errors import HandlerCancelledError, HandlerFailedError
+from aiokafka_lite.processing import Processor, process
+from aiokafka_lite.processing.listener import ProcessingListener
+from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
+
+from .fake import FakeConsumer, until
+
+FAST = {"poll_timeout": 0.005, "commit_interval": 0.01, "retry_backoff": 0.001, "retry_backoff_max": 0.004}
+DEADLINE = 20.0
+TP = TopicPartition("t", 0)
+
+pytestmark = pytest.mark.asyncio
+
+
+async def own_cancelled_error() -> None:
+    """What a handler meets when it awaits a future that another task cancelled."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.cancel()
+    await future
+
+
+async def test_a_handlers_own_cancelled_error_is_retried_and_the_key_goes_on() -> None:
+    fake = FakeConsumer.with_records(partitions=1, per_partition=20, keys=1)
+    attempts: dict[int, int] = {}
+
+    async def handler(record) -> None:
+        attempts[record.offset] = attempts.get(record.offset, 0) + 1
+        if record.offset == 3 and attempts[3] == 1:
+            await own_cancelled_error()
+
+    processor = Processor(fake, handler, concurrency=4, **FAST)
+    task = asyncio.create_task(processor.run())
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: fake.committed_offsets.get(TP, OffsetAndMetadata(-1)).offset == 20)
+    processor.stop()
+    result = await task
+    assert (result.processed, result.retries, result.failed) == (20, 1, 0)
+    assert attempts[3] == 2
+
+
+async def test_a_handlers_own_cancelled_error_every_time_goes_to_the_hook() -> None:
+    fake = FakeConsumer.with_records(partitions=1, per_partition=10, keys=1)
+    failures: list[tuple[int, BaseException]] = []
+
+    async def handler(record) -> None:
+        if record.offset == 2:
+            await own_cancelled_error()
+
+    processor = Processor(fake, handler, on_failure=lambda r, e: failures.append((r.offset, e)), max_retries=2,
+                          **FAST)
+    task = asyncio.create_task(processor.run())
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: fake.committed_offsets.get(TP, OffsetAndMetadata(-1)).offset == 10)
+    processor.stop()
+    result = await task
+    assert (result.processed, result.failed, result.retries) == (9, 1, 2)
+    [(offset, error)] = failures
+    assert offset == 2
+    assert isinstance(error, HandlerCancelledError)
+    assert isinstance(error.__cause__, asyncio.CancelledError)
+
+
+async def test_without_a_hook_a_handlers_own_cancelled_error_is_raised_as_a_failure() -> None:
+    fake = FakeConsumer.with_records(partitions=1, per_partition=10, keys=1)
+
+    async def handler(record) -> None:
+        if record.offset == 2:
+            await own_cancelled_error()
+
+    with pytest.raises(HandlerFailedError) as caught:
+        async with asyncio.timeout(DEADLINE):
+            await process(fake, handler, max_retries=1, **FAST)
+    assert isinstance(caught.value.__cause__, HandlerCancelledError)
+    assert fake.committed_offsets[TP].offset == 2
+
+
+async def test_a_hooks_own_cancelled_error_is_a_failed_hook() -> None:
+    fake = FakeConsumer.with_records(partitions=1, per_partition=5, keys=1)
+
+    async def handler(record) -> None:
+        raise ValueError("no")
+
+    async def hook(record, error) -> None:
+        await own_cancelled_error()
+
+    with pytest.raises(HandlerFailedError, match="on_failure raised CancelledError"):
+        async with asyncio.timeout(DEADLINE):
+            await process(fake, handler, on_failure=hook, max_retries=0, **FAST)
+
+
+@pytest.mark.parametrize("ending", ["cancel", "stop", "failure"])
+async def test_however_run_ends_its_listener_is_given_back_and_nothing_more_is_committed(ending: str) -> None:
+    fake = FakeConsumer.with_records(partitions=1, per_partition=100, keys=100)
+    mine = ConsumerRebalanceListener()
+    gate = asyncio.Event()
+
+    async def handler(record) -> None:
+        if record.offset >= 20:
+            await gate.wait()
+        if ending == "failure" and record.offset == 30:
+            raise ValueError("fatal")
+
+    processor = Processor(fake, handler, listener=mine, concurrency=50, drain_timeout=0.05, max_retries=0, **FAST)
+    task = asyncio.create_task(processor.run())
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: fake.committed_offsets.get(TP, OffsetAndMetadata(-1)).offset == 20)
+    assert isinstance(fake.listener, ProcessingListener)
+    if ending == "cancel":
+        task.cancel()
+    elif ending == "stop":
+        processor.stop()
+    else:
+        gate.set()
+    with pytest.raises((asyncio.CancelledError, HandlerFailedError)) if ending != "stop" else contextlib.nullcontext():
+        await task
+    assert fake.listener is mine
+    # The application commits further itself; a later close() (a revocation) moves nothing back.
+    fake.committed_offsets[TP] = OffsetAndMetadata(100)
+    commits = len(fake.commits)
+    await fake.close()
+    assert len(fake.commits) == commits
+    assert fake.committed_offsets[TP].offset == 100
+
+
+async def test_a_detached_listener_commits_nothing_when_the_consumer_kept_it() -> None:
+    """The consumer closed under it: process()'s listener is not replaced, but does nothing more."""
+    fake = FakeConsumer.with_records(partitions=1, per_partition=10, keys=10)
+    processor = Processor(fake, lambda r: asyncio.sleep(0), **FAST)
+    task = asyncio.create_task(processor.run())
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: fake.committed_offsets.get(TP, OffsetAndMetadata(-1)).offset == 10)
+    listener = fake.listener
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert isinstance(listener, ProcessingListener)
+    assert not listener.attached
+    commits = len(fake.commits)
+    await listener.on_partitions_revoked({TP})
+    await listener.on_partitions_lost({TP})
+    assert len(fake.commits) == commits
+
+
+async def test_one_hung_handler_costs_a_slot_not_memory_and_is_named_once(caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeConsumer.with_records(partitions=1, per_partition=6000, keys=6000)
+    fake.config.max_poll_records = 200
+    hang = asyncio.Event()
+
+    async def handler(record) -> None:
+        if record.offset == 0:
+            await hang.wait()
+
+    caplog.set_level(logging.WARNING, "aiokafka_lite.consumer.process")
+    processor = Processor(fake, handler, concurrency=10, max_pending_records=100, stuck_handler_warning=0.05,
+                          **FAST)
+    task = asyncio.create_task(processor.run())
+    most_held = 0
+
+    def progressed() -> bool:
+        nonlocal most_held
+        most_held = max(most_held, processor.metrics()["held"])
+        return processor.metrics()["processed"] >= 5999 and processor.metrics()["oldest_handler_age"] > 0.1
+
+    async with asyncio.timeout(DEADLINE):
+        await until(progressed)
+    metrics = processor.metrics()
+    assert most_held <= 100
+    assert metrics["oldest_handler_age"] > 0.1
+    committed = fake.committed_offsets[TP]
+    assert committed.offset == 0  # the hung record holds the watermark; the rest ride in the metadata
+    stuck = [r for r in caplog.records if "has run for" in r.getMessage()]
+    assert len(stuck) == 1
+    assert "t-0 offset 0" in stuck[0].getMessage()
+    hang.set()
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: fake.committed_offsets[TP].offset == 6000)
+    processor.stop()
+    await task
+
+
+async def test_close_from_another_task_returns_after_its_revocation_and_reports_its_commit() -> None:
+    fake = FakeConsumer.with_records(partitions=2, per_partition=40, keys=8)
+    slow = asyncio.Event()
+
+    async def handler(record) -> None:
+        if record.offset >= 20:
+            await slow.wait()
+
+    processor = Processor(fake, handler, concurrency=32, drain_timeout=0.2, commit_interval=3600,
+                          poll_timeout=0.005)
+    task = asyncio.create_task(processor.run())
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: processor.metrics()["processed"] >= 40)
+    closing = asyncio.create_task(fake.close())
+    async with asyncio.timeout(DEADLINE):
+        result = await task
+    assert closing.done()  # run() returned after the close it took part in
+    assert result.reason == "closed"
+    assert result.committed == {tp: 20 for tp in fake.logs}
+    assert processor.metrics()["commits"] == 1
