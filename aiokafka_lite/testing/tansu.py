@@ -101,6 +101,15 @@ DEVIATIONS: dict[str, Deviation] = {d.name: d for d in (
         "[PLAIN], [SCRAM-SHA-256], [SCRAM-SHA-512], [GSSAPI]; Apache Kafka's PLAINTEXT listener: error "
         "34 with [], its SCRAM-SHA-512-only SASL_SSL listener asked for PLAIN: error 33 with [SCRAM-SHA-512]",
     ),
+    Deviation(
+        "commit_metadata",
+        "OffsetFetch answers every committed offset with metadata '' (the metadata OffsetCommit "
+        "carried is not kept); Apache Kafka answers it as committed",
+        "process() cannot skip the records its commit metadata marked finished above the watermark: "
+        "after a rebalance or a restart they run again (process() says so once, at WARNING)",
+        "commit(offset 5, metadata 'akl1:x') then committed(): Tansu answers offset 5 with metadata '', "
+        "Apache Kafka 4.3.1 with 'akl1:x'",
+    ),
 )}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from aiokafka_lite import Consumer, TopicPartition
+from aiokafka_lite import Consumer, OffsetAndMetadata, TopicPartition
 from aiokafka_lite._net.connection import Connection
 from aiokafka_lite._net.options import ConnectionOptions
 from aiokafka_lite._net.sasl import UNSUPPORTED_SASL_MECHANISM
@@ -132,6 +132,20 @@ async def sasl_handshake(broker: Any, topic: str) -> tuple[bool, str]:
     return refused and "PLAIN" in answer["mechanisms"], f"SaslHandshake(PLAIN): {answer}"
 
 
+async def commit_metadata(broker: Any, topic: str) -> tuple[bool, str]:
+    """Committed with metadata, is it answered back empty?"""
+    create_topic(broker, topic, partitions=1)
+    tp = TopicPartition(topic, 0)
+    async with Consumer(bootstrap_servers=broker.bootstrap_servers, group_id=f"g-{topic}",
+                        enable_auto_commit=False) as consumer:
+        consumer.assign([tp])
+        await consumer.commit({tp: OffsetAndMetadata(5, "akl1:x")})
+        read = (await consumer.committed([tp]))[tp]
+    assert read is not None
+    assert read.offset == 5
+    return read.metadata == "", f"committed offset 5 with 'akl1:x', read back {read.metadata!r}"
+
+
 CHECKS: dict[str, Check] = {
     "list_offsets_latest": list_offsets_latest,
     "list_offsets_timestamp": list_offsets_timestamp,
@@ -139,6 +153,7 @@ CHECKS: dict[str, Check] = {
     "read_committed": read_committed,
     "lazy_session_expiry": lazy_session_expiry,
     "sasl_handshake": sasl_handshake,
+    "commit_metadata": commit_metadata,
 }
 
 
