@@ -11,6 +11,8 @@ it succeeds by returning and fails by raising. A failure is retried ``max_retrie
 exponential back-off (``retry_backoff`` doubling up to ``retry_backoff_max``); then ``on_failure(record,
 error)`` (plain or async; a dead-letter writer, say) takes the record, which then counts as done.
 Without a hook, or if the hook raises, process() stops cleanly and raises ``HandlerFailedError``.
+A CancelledError from a handler that process() did not cancel is such a failure too
+(``HandlerCancelledError``; cancelling.py keeps the books).
 The ShareConsumer's twin is ``process_share(share, handler, concurrency=...,
 max_retries=..., on_failure=...)``: success acknowledges "accept", a failure "release" (the broker's
 redelivery is the retry), the hook's record "reject"; ordering and the watermark have no meaning
@@ -45,10 +47,12 @@ records not finished are the next owner's (at least once).
 How it ends. ``Processor.stop()``, or the ``stop`` event given to ``process()``:
 no new records, in-flight ones get ``drain_timeout``, the watermark is committed, the partitions
 process() paused are resumed; the result says ``reason="stopped"``. ``consumer.close()`` in another
-task: close()'s revocation drains and commits as above; process() returns ``reason="closed"``.
+task: close()'s revocation drains and commits as above; process() waits for that close and returns
+``reason="closed"``.
 Cancelling the task running process() cancels every handler, waits for them, commits nothing more
 and re-raises the CancelledError. A handler failure no hook took, and any error of the consumer's
-poll() other than ConsumerClosedError, ends process() the same way and is raised.
+poll() other than ConsumerClosedError, ends process() the same way and is raised. However it
+ends, its listener is detached (the application's given back): nothing of it is committed after.
 """
 
 from __future__ import annotations
