@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..config import Deserializer
 from ..errors import InvalidArgumentError, KafkaError, RecordDeserializationError
@@ -95,13 +95,19 @@ class AckCounts:
         return {f"records_{k}" if k == "handed_out" else k: v for k, v in asdict(self).items()}
 
 
+class Deserialized(NamedTuple):
+    good: list[ShareRecord]  # deserialized, up to the first bad record
+    error: RecordDeserializationError | None  # the first bad record's
+    bad: ShareRecord | None
+    behind: list[ShareRecord]  # after the bad record: not deserialized yet
+
+
 def deserialize(records: list[ShareRecord], key_deserializer: Deserializer | None,
-                value_deserializer: Deserializer | None
-                ) -> tuple[list[ShareRecord], RecordDeserializationError | None, list[ShareRecord]]:
+                value_deserializer: Deserializer | None) -> Deserialized:
     """The records with their keys and values deserialized, up to the first a deserializer fails
-    on; then that error and the records from the failed one on (not handed out)."""
+    on; then that error, that record, and the records behind it (left as they came)."""
     if key_deserializer is None and value_deserializer is None:
-        return records, None, []
+        return Deserialized(records, None, None, [])
     out: list[ShareRecord] = []
     for i, r in enumerate(records):
         origin = "key"
@@ -116,8 +122,9 @@ def deserialize(records: list[ShareRecord], key_deserializer: Deserializer | Non
                                                r.value, r.timestamp, r.timestamp_type, r.headers, r.leader_epoch,
                                                exc)
             error.args = (f"cannot deserialize the {origin} of the record at offset {r.offset} of "
-                          f"{r.topic}-{r.partition} ({type(exc).__name__}: {exc}); it was released "
+                          f"{r.topic}-{r.partition} ({type(exc).__name__}: {exc}); it alone was released "
                           "(delivered again until group.share.delivery.count.limit, then archived)",)
-            return out, error, records[i:]
+            return Deserialized(out, error, r, records[i + 1:])
         out.append(r._replace(key=key, value=value))
-    return out, None, []
+    return Deserialized(out, None, None, [])
+

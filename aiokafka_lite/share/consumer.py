@@ -16,7 +16,13 @@ from typing import Any
 
 from .._net.cluster import Cluster
 from ..config import ConsumerConfig
-from ..errors import ConsumerClosedError, IllegalStateError, InvalidArgumentError, KafkaError
+from ..errors import (
+    ConsumerClosedError,
+    IllegalStateError,
+    InvalidArgumentError,
+    InvalidRecordStateError,
+    KafkaError,
+)
 from ..fetch.share_acks import AckType
 from ..fetch.share_fetcher import AckResults, ShareFetcher
 from ..fetch.share_records import ShareRecord
@@ -27,6 +33,7 @@ from ..liveness.deadlines import DEFAULT, Timeout, bounded, check_timeout, close
 from ..structs import TopicPartition
 from .acks import AckCounts, Acknowledging, ack_type_of, deserialize
 from .held import HeldRecords
+from .kept import KeptRecords
 from .lifecycle import StartOnce
 from .wiring import make_cluster, make_fetcher, make_member, share_config
 
@@ -63,6 +70,7 @@ class ShareConsumer:
         self._closing = Closing("share close")
         self._held = HeldRecords(self._task_ended)
         self._held.explicit = self.explicit
+        self._kept = KeptRecords()  # behind a record the deserializer failed on: the next polls' first
         self._commits: set[asyncio.Task[AckResults]] = set()
         self._lapse_end: asyncio.Task[None] | None = None  # ending the share sessions after a poll lapse
         self._on_results: Callable[[AckResults], Any] | None = None
@@ -129,6 +137,7 @@ class ShareConsumer:
         deadline = loop.time() + limit
         if not self.explicit:
             self._decide(self._held.every(), AckType.ACCEPT)
+        self._decide(self._kept.drop(), AckType.RELEASE)  # never handed out: given back, as the fetcher's own
         self._results(await fetcher.close(max(deadline - loop.time(), 0.0)))
         await member.close(max(deadline - loop.time(), 0.0))
 
@@ -186,7 +195,7 @@ class ShareConsumer:
         if self._member is not None:
             self._member.subscribe(())
         if self._fetcher is not None:
-            self._fetcher.assign(())
+            self._assign(self._fetcher, ())
 
     def subscription(self) -> set[str]:
         self._check_open()
@@ -201,13 +210,21 @@ class ShareConsumer:
         member, fetcher = self._member, self._fetcher
         if fetcher is None or member is None:
             return
-        fetcher.assign(member.assignment() if self._topics else ())
+        self._assign(fetcher, member.assignment() if self._topics else ())
         if member.state is State.STALE and self._lapse_end is None and not self._closing.closed:
             # Left at the poll deadline: what this member holds goes to the live members now, not
-            # when its locks lapse; its tasks' records are no longer theirs to acknowledge.
+            # when its locks lapse; its tasks' records (and those kept) are no longer its to acknowledge.
             self._held.forget()
+            self._kept.drop()
             self._lapse_end = asyncio.get_running_loop().create_task(
                 self._end_sessions(fetcher), name="aiokafka-lite share sessions end (poll lapse)")
+
+    def _assign(self, fetcher: ShareFetcher, tps: Iterable[TopicPartition]) -> None:
+        """The fetcher's partitions now; kept records of a partition that left are released, as the
+        fetcher releases its buffered ones."""
+        wanted = set(tps)
+        fetcher.assign(wanted)
+        self._decide(self._kept.outside(wanted), AckType.RELEASE)
 
     async def _end_sessions(self, fetcher: ShareFetcher) -> None:
         try:
@@ -264,18 +281,23 @@ class ShareConsumer:
         if error is not None:
             raise error
         if fetcher.assignment() != member.assignment():
-            fetcher.assign(member.assignment())
+            self._assign(fetcher, member.assignment())
         self._results(fetcher.take_acknowledgement_results())
-        records = [r for rs in fetcher.fetched_records(limit, strict=False).values() for r in rs]
+        records = self._kept.take(limit)  # behind a bad record: before anything fetched since
+        if len(records) < limit:
+            records += [r for rs in fetcher.fetched_records(limit - len(records), strict=False).values() for r in rs]
         if not records:
             fetcher.send_fetches()
             return records
-        self._held.hand_out(task, records)
-        self.counts.handed_out += len(records)
-        good, error, bad = deserialize(records, self.config.key_deserializer, self.config.value_deserializer)
-        if error is None:
+        good, error, bad, behind = deserialize(records, self.config.key_deserializer, self.config.value_deserializer)
+        self._held.hand_out(task, good)
+        self.counts.handed_out += len(good)
+        if error is None or bad is None:
             return good
-        self._decide(bad, AckType.RELEASE)
+        # The bad record alone is released: the ones behind it stay acquired, their delivery counts
+        # untouched, and go first at the poll after the error's (any task's).
+        self._decide([bad], AckType.RELEASE)
+        self._kept.keep(behind)
         if not good:
             raise error
         self._deserialization_error = error  # raised by the next poll, after these are handed out
@@ -302,7 +324,9 @@ class ShareConsumer:
     def acknowledge(self, record: ShareRecord, type: AckType | str = "accept") -> None:
         """Decide a handed-out record (explicit mode): "accept" (done), "release" (deliver it
         again, to any member), "reject" (never again), or "renew" (still working: extend its lock,
-        on brokers with ShareAcknowledge v2). Sent with the next fetch from its broker, or by commit()."""
+        on brokers with ShareAcknowledge v2). Sent with the next fetch from its broker, or by commit().
+        A delivery whose lock lapsed and that was acquired again (``delivery_count`` one higher) is
+        refused with InvalidRecordStateError: the newer delivery is the one to decide."""
         self._check_open()
         if not self.explicit:
             raise IllegalStateError("acknowledge() needs share_acknowledgement_mode='explicit'; implicit mode "
@@ -311,8 +335,16 @@ class ShareConsumer:
         fetcher = self._fetcher
         if fetcher is None:
             raise IllegalStateError("acknowledge(): no record was handed out yet")
+        current = self._held.current(record)  # the ledger knows offsets only; this, the delivery
+        if current is not None and current.delivery_count != record.delivery_count:
+            raise _lapsed(record, f"it was delivered again (delivery_count {current.delivery_count})")
         try:
             fetcher.acknowledge(record, kind)
+        except IllegalStateError as exc:
+            if current is None:
+                raise
+            # Handed out and undecided, yet the ledger awaits it no more: it was acquired again.
+            raise _lapsed(record, "the broker acquired it again") from exc
         finally:
             if kind is not AckType.RENEW:
                 self._held.decided(record)
@@ -326,7 +358,8 @@ class ShareConsumer:
         return Acknowledging(self, record)
 
     def holds(self, record: ShareRecord) -> bool:
-        """``record`` was handed out and awaits a decision."""
+        """This delivery of ``record`` was handed out and awaits a decision (False for an earlier
+        delivery whose lock lapsed and which came back with a higher ``delivery_count``)."""
         return self._held.holds(record)
 
     def set_acknowledgement_commit_callback(self, callback: Callable[[AckResults], Any] | None) -> None:
@@ -395,13 +428,20 @@ class ShareConsumer:
             "client_id": self.config.client_id, "group_id": self.config.group_id,
             "started": self._startup.started, "closed": self._closing.closed, "polls": self._polls,
             "acknowledgement_mode": "explicit" if self.explicit else "implicit",
-            "records_held": len(self._held), **self.counts.as_dict()}
+            "records_held": len(self._held), "records_kept": len(self._kept), **self.counts.as_dict()}
         if self._member is not None:
             figures["member"] = self._member.metrics()
         if self._fetcher is not None:
             figures["share_sessions"] = self._fetcher.sessions()
             figures["fetches_in_flight"] = self._fetcher.in_flight()
         return figures
+
+
+def _lapsed(record: ShareRecord, why: str) -> InvalidRecordStateError:
+    return InvalidRecordStateError(
+        f"the delivery of {record.topic}-{record.partition} offset {record.offset} with delivery_count "
+        f"{record.delivery_count} is no longer this consumer's to decide: its acquisition lock lapsed and {why}; "
+        "only the newer delivery may be acknowledged", record)
 
 
 def _outcome(fut: asyncio.Future[AckResults]) -> tuple[AckResults, BaseException | None]:

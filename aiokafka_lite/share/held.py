@@ -57,7 +57,17 @@ class HeldRecords:
         return list(self._by_task.get(task, {}).values())
 
     def holds(self, record: ShareRecord) -> bool:
-        return key_of(record) in self._owner
+        """This delivery of ``record`` awaits a decision (not an earlier one whose lock lapsed)."""
+        current = self.current(record)
+        return current is not None and current.delivery_count == record.delivery_count
+
+    def current(self, record: ShareRecord) -> ShareRecord | None:
+        """The delivery of ``record``'s offset a task holds now, if any: its delivery_count says
+        whether it is ``record``'s or a later one (the lock lapsed and the record came back)."""
+        key = key_of(record)
+        if key not in self._owner:
+            return None
+        return self._by_task.get(self._owner[key], {}).get(key)
 
     def every(self) -> list[ShareRecord]:
         return [r for held in self._by_task.values() for r in held.values()]

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from aiokafka_lite import ShareConsumer
+from aiokafka_lite import ShareConsumer, errors
 from aiokafka_lite.errors import (
     ConfigError,
     ConsumerClosedError,
@@ -18,6 +18,7 @@ from aiokafka_lite.errors import (
     RecordDeserializationError,
 )
 from aiokafka_lite.fetch.share_acks import AckType
+from aiokafka_lite.fetch.share_records import ShareRecord
 from aiokafka_lite.group.share.state import State
 
 from .fake import TP, Parts, record
@@ -210,21 +211,119 @@ async def test_implicit_mode_accepts_a_finished_tasks_records_and_releases_a_can
         assert parts.fetcher.acks == [(0, AckType.ACCEPT), (1, AckType.RELEASE)]
 
 
-async def test_a_deserializer_failure_releases_that_record_after_handing_out_the_ones_before(parts: Parts) -> None:
-    def value(raw: bytes | None) -> str:
-        if raw == b"bad":
-            raise ValueError("not text")
-        return (raw or b"").decode()
+def _text(raw: bytes | None) -> str:
+    if raw == b"POISON":
+        raise ValueError("not a job")
+    return (raw or b"").decode()
 
-    async with share(value_deserializer=value, share_acknowledgement_mode="explicit") as s:
-        parts.fetcher.add(record(0), record(1, value=b"bad"), record(2))
-        (good,) = await s.poll(1.0)
-        assert good.value == "v"
-        s.acknowledge(good, "accept")
-        with pytest.raises(RecordDeserializationError, match="released") as caught:
+
+async def test_a_bad_record_is_released_alone_and_the_ones_behind_it_come_next_untouched(parts: Parts) -> None:
+    """Issue 39, defect 1: good0, POISON, good2, POISON, good4, good5 in one batch. Each good record
+    reaches the application once, delivery count 1; each POISON alone is released, its error raised
+    in turn by the poll after the records before it; polls from several tasks, as workers do."""
+    values = [b"good0", b"POISON", b"good2", b"POISON", b"good4", b"good5"]
+    async with share(value_deserializer=_text, share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(*(record(i, value=v) for i, v in enumerate(values)))
+        outcomes: list[object] = []
+        kept: list[int] = []
+        for _ in range(5):
+            try:
+                got = await asyncio.create_task(_poll_accepting(s))  # a task of its own, each time
+                outcomes.append([(r.value, r.delivery_count) for r in got])
+            except RecordDeserializationError as error:
+                outcomes.append(("error", error.offset, type(error.__cause__).__name__))
+            kept.append(s.metrics().get("records_kept", -1))
+        assert outcomes == [[("good0", 1)], ("error", 1, "ValueError"), [("good2", 1)], ("error", 3, "ValueError"),
+                            [("good4", 1), ("good5", 1)]]
+        assert kept == [4, 4, 2, 2, 0]
+        assert sorted(parts.fetcher.acks) == [(0, AckType.ACCEPT), (1, AckType.RELEASE), (2, AckType.ACCEPT),
+                                              (3, AckType.RELEASE), (4, AckType.ACCEPT), (5, AckType.ACCEPT)]
+        m = s.metrics()
+        assert (m["records_handed_out"], m["accepted"], m["released"], m["records_held"]) == (4, 4, 2, 0)
+
+
+async def _poll_accepting(s: ShareConsumer) -> list[ShareRecord]:
+    records = await s.poll(1.0)
+    for r in records:
+        s.acknowledge(r, "accept")
+    return records
+
+
+async def test_a_bad_record_first_in_the_batch_raises_at_once_and_keeps_the_rest(parts: Parts) -> None:
+    async with share(value_deserializer=_text, max_poll_records=2) as s:
+        parts.fetcher.add(record(0, value=b"POISON"), record(1), record(2), record(3))
+        with pytest.raises(RecordDeserializationError, match="released"):
             await s.poll(1.0)
-        assert isinstance(caught.value.__cause__, ValueError)
-        assert sorted(parts.fetcher.acks) == [(0, AckType.ACCEPT), (1, AckType.RELEASE), (2, AckType.RELEASE)]
+        assert [r.offset for r in await s.poll(1.0)] == [1, 2]  # kept ones first, within max_poll_records
+        assert [r.offset for r in await s.poll(1.0)] == [3]
+        assert [o for o, kind in parts.fetcher.acks if kind is AckType.RELEASE] == [0]
+
+
+@pytest.mark.parametrize("way", ["close", "poll lapse", "revoked"])
+async def test_records_kept_behind_a_bad_one_are_released_at_close_forgotten_at_a_lapse_released_when_revoked(
+        parts: Parts, way: str) -> None:
+    s = share(value_deserializer=_text, share_acknowledgement_mode="explicit")
+    await s.start()
+    parts.fetcher.add(record(0), record(1, value=b"POISON"), record(2), record(3))
+    (good,) = await s.poll(1.0)
+    s.acknowledge(good, "accept")
+    assert s.metrics().get("records_kept") == 2
+    if way == "poll lapse":
+        parts.member.state = State.STALE
+        parts.member.on_change()  # the member left: the broker releases everything it held
+        expected = [(1, AckType.RELEASE), (0, AckType.ACCEPT)]
+    elif way == "revoked":
+        parts.member.assignment = lambda: set()  # type: ignore[method-assign]
+        parts.member.on_change()
+        expected = [(1, AckType.RELEASE), (0, AckType.ACCEPT), (2, AckType.RELEASE), (3, AckType.RELEASE)]
+    else:
+        expected = [(1, AckType.RELEASE), (0, AckType.ACCEPT), (2, AckType.RELEASE), (3, AckType.RELEASE)]
+    if way != "close":
+        assert s.metrics()["records_kept"] == 0
+    await s.close()
+    assert parts.fetcher.acks == expected
+    assert s.metrics()["records_kept"] == 0
+
+
+async def test_a_late_decision_on_a_delivery_whose_lock_lapsed_is_refused(parts: Parts) -> None:
+    """Issue 39, suspect: task A's lock lapses, the record comes back to this member and task B gets
+    it (delivery count 2). A's late acknowledge() must not settle B's delivery."""
+    async with share(share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(record(5))
+        (first,) = await s.poll(1.0)  # this task is A
+        parts.fetcher.add(record(5, delivery_count=2))  # the lock lapsed; acquired again for this member
+        b_holds, b_decides = asyncio.Event(), asyncio.Event()
+
+        async def task_b() -> ShareRecord:
+            (again,) = await s.poll(1.0)
+            b_holds.set()
+            await b_decides.wait()
+            s.acknowledge(again, "release")
+            return again
+
+        b = asyncio.create_task(task_b())
+        await b_holds.wait()
+        with pytest.raises(KafkaError, match="no longer this consumer's") as refused:
+            s.acknowledge(first, "accept")  # A, late
+        assert isinstance(refused.value, errors.InvalidRecordStateError)
+        assert refused.value.record is first
+        assert not s.holds(first)
+        assert s.holds(first._replace(delivery_count=2))  # B's delivery is still undecided...
+        b_decides.set()
+        assert (await b).delivery_count == 2  # ...and B decides it
+        assert parts.fetcher.acks == [(5, AckType.RELEASE)]
+        assert s.metrics()["records_held"] == 0
+
+
+async def test_a_decision_on_a_delivery_acquired_again_but_not_yet_handed_out_is_refused(parts: Parts) -> None:
+    async with share(share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(record(5))
+        (first,) = await s.poll(1.0)
+        parts.fetcher.delivered.discard(5)  # the fetcher's ledger dropped it: acquired again, still buffered
+        with pytest.raises(KafkaError, match="acquired it again") as refused:
+            s.acknowledge(first, "accept")
+        assert isinstance(refused.value, errors.InvalidRecordStateError)
+        assert parts.fetcher.acks == []
 
 
 async def test_a_fatal_member_error_is_raised_by_poll(parts: Parts) -> None:
