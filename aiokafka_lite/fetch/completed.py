@@ -6,6 +6,7 @@ stops it. No I/O here.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -93,8 +94,8 @@ def converter(key_deserializer: Deserializer | None,
     on (None: records pass as they are)."""
     if key_deserializer is None and value_deserializer is None:
         return None
-    kd: Deserializer = key_deserializer or _identity
-    vd: Deserializer = value_deserializer or _identity
+    kd: Deserializer = _own_failure(key_deserializer) if key_deserializer is not None else _identity
+    vd: Deserializer = _own_failure(value_deserializer) if value_deserializer is not None else _identity
 
     def convert(records: Records) -> Converted:
         out: list[RecordColumns] = []
@@ -111,3 +112,16 @@ def converter(key_deserializer: Deserializer | None,
 
 def _identity(data: bytes | None) -> Any:
     return data
+
+
+def _own_failure(deserializer: Deserializer) -> Deserializer:
+    """A deserializer is plain code that nothing cancels: a CancelledError out of it is its own
+    failure, a poison record like any other (never a cancellation of the poll() caller)."""
+
+    def deserialize(data: bytes | None) -> Any:
+        try:
+            return deserializer(data)
+        except asyncio.CancelledError as exc:
+            raise RuntimeError("the deserializer raised CancelledError without being cancelled") from exc
+
+    return deserialize

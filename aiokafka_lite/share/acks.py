@@ -115,9 +115,7 @@ def deserialize(records: list[ShareRecord], key_deserializer: Deserializer | Non
             key = r.key if key_deserializer is None else key_deserializer(r.key)
             origin = "value"
             value = r.value if value_deserializer is None else value_deserializer(r.value)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:  # plain code nothing cancels: its own failure
             error = RecordDeserializationError(TopicPartition(r.topic, r.partition), r.offset, origin, r.key,
                                                r.value, r.timestamp, r.timestamp_type, r.headers, r.leader_epoch,
                                                exc)

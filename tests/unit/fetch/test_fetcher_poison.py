@@ -203,3 +203,31 @@ async def test_other_partitions_wait_behind_the_error_and_arrive_exactly_once_af
         assert (sub.state(T0).position, sub.state(T1).position) == (5, 4)
     finally:
         await fetcher.close()
+
+
+async def test_a_deserializers_own_cancelled_error_is_a_poison_record_not_a_cancellation() -> None:
+    """Issue 39: a deserializer is plain code that nothing cancels; a CancelledError out of it must
+    not reach the poll() caller as if that caller had been cancelled."""
+    import asyncio
+
+    cluster = broker_answering((0, records_batch(0, FIVE)))
+    sub = assigned(T0)
+
+    def deserialize(data: bytes | None) -> str:
+        if data == b"POISON":
+            raise asyncio.CancelledError
+        return (data or b"").decode()
+
+    fetcher = make_fetcher(cluster, sub, value_deserializer=deserialize)
+    try:
+        fetcher.send_fetches()
+        await settle(fetcher)
+        assert [r.offset for r in fetcher.fetched_records(100)[T0]] == [0, 1]
+        with pytest.raises(RecordDeserializationError) as info:
+            fetcher.fetched_records(100)
+        assert info.value.offset == 2
+        assert isinstance(info.value.__cause__, RuntimeError)
+        assert isinstance(info.value.__cause__.__cause__, asyncio.CancelledError)
+    finally:
+        end_long_polls(cluster)
+        await fetcher.close()

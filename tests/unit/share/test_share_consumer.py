@@ -259,6 +259,22 @@ async def test_a_bad_record_first_in_the_batch_raises_at_once_and_keeps_the_rest
         assert [o for o, kind in parts.fetcher.acks if kind is AckType.RELEASE] == [0]
 
 
+async def test_a_deserializers_own_cancelled_error_is_a_bad_record_not_a_cancellation(parts: Parts) -> None:
+    """A deserializer is plain code that nothing cancels: its CancelledError is its failure."""
+
+    def cancelling(raw: bytes | None) -> str:
+        if raw == b"POISON":
+            raise asyncio.CancelledError
+        return (raw or b"").decode()
+
+    async with share(value_deserializer=cancelling) as s:
+        parts.fetcher.add(record(0, value=b"POISON"), record(1))
+        with pytest.raises(RecordDeserializationError) as info:
+            await s.poll(1.0)
+        assert isinstance(info.value.__cause__, asyncio.CancelledError)
+        assert [r.offset for r in await s.poll(1.0)] == [1]
+
+
 @pytest.mark.parametrize("way", ["close", "poll lapse", "revoked"])
 async def test_records_kept_behind_a_bad_one_are_released_at_close_forgotten_at_a_lapse_released_when_revoked(
         parts: Parts, way: str) -> None:
