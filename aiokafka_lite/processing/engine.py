@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -119,7 +119,7 @@ class Processor:
                 room = pressure.room(self._held(), self.settings.bound)
                 limit = max(1, min(room, self._consumer.config.max_poll_records))
                 batch = await self._consumer.poll(self.settings.poll_timeout, max_records=limit)
-                await self._take(batch)
+                await self._take(self._within(batch, room))
                 now = loop.time()
                 if now >= next_commit:
                     next_commit = now + interval
@@ -219,6 +219,19 @@ class Processor:
             self._paused_by_us -= resume
 
     # ------------------------------------------------------------ records in, handlers out
+
+    def _within(self, batch: Sequence[ConsumerRecord], room: int) -> Sequence[ConsumerRecord]:
+        """At the bound poll() is still asked for one record, and a partition assigned inside that
+        poll is not paused yet: what comes beyond the room is given back (a seek to it), so the
+        records held never pass max_pending_records."""
+        if len(batch) <= room:
+            return batch
+        back: dict[TopicPartition, int] = {}
+        for record in batch[room:]:
+            back.setdefault(TopicPartition(record.topic, record.partition), record.offset)
+        for tp, offset in back.items():
+            self._consumer.seek(tp, offset)
+        return batch[:room]
 
     async def _take(self, batch: Iterable[ConsumerRecord]) -> None:
         records = list(batch)

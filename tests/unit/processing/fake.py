@@ -115,6 +115,10 @@ class FakeConsumer:
                 await call_listener(callback, tps, event)
             self._assigned -= tps
 
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._check_assigned([tp])
+        self._positions[tp] = offset
+
     def pause(self, *tps: TopicPartition) -> None:
         self._check_assigned(tps)
         self._paused |= set(tps)

@@ -210,3 +210,44 @@ async def test_close_from_another_task_returns_after_its_revocation_and_reports_
     assert result.reason == "closed"
     assert result.committed == {tp: 20 for tp in fake.logs}
     assert processor.metrics()["commits"] == 1
+
+
+async def test_a_partition_assigned_at_the_bound_adds_nothing_beyond_it() -> None:
+    """At max_pending_records every assigned partition is paused, but poll() still asks for one
+    record (it must be called), and a partition assigned inside that poll is not paused yet: what it
+    hands out beyond the room is given back (a seek), so the bound holds."""
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    fake = FakeConsumer.with_records(partitions=2, per_partition=5, keys=5)
+    fake._assigned.discard(b)
+    hang = asyncio.Event()
+    seen: list[tuple[int, int]] = []
+
+    async def handler(record) -> None:
+        seen.append((record.partition, record.offset))
+        await hang.wait()
+
+    processor = Processor(fake, handler, concurrency=1, max_pending_records=1, **FAST)
+    task = asyncio.create_task(processor.run())
+    most = 0
+
+    def held() -> int:
+        nonlocal most
+        most = max(most, processor.metrics()["held"])
+        return most
+
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: held() >= 1)
+        fake.queue("assign", {b})
+        await until(lambda: b in fake.assignment())
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            held()
+    assert most == 1
+    hang.set()
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: len(seen) == 10)
+    processor.stop()
+    await task
+    assert sorted(seen) == [(p, o) for p in (0, 1) for o in range(5)]  # each once: nothing lost to the seek
+    assert fake.committed_offsets[a].offset == 5
+    assert fake.committed_offsets[b].offset == 5
