@@ -51,7 +51,7 @@ class Stalls:
 
 
 async def run(bootstrap: str, topic: str, records: int, seconds: float) -> dict[str, Any]:
-    hang = asyncio.Event()
+    hang, started = asyncio.Event(), asyncio.Event()
     handled = 0
     first: float | None = None
 
@@ -59,6 +59,7 @@ async def run(bootstrap: str, topic: str, records: int, seconds: float) -> dict[
         nonlocal handled, first
         if first is None:
             first = time.monotonic()
+            started.set()
         if record.offset == 0:
             await hang.wait()
         handled += 1
@@ -68,8 +69,8 @@ async def run(bootstrap: str, topic: str, records: int, seconds: float) -> dict[
                         enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
         processor = Processor(consumer, handler, concurrency=100, max_pending_records=1000, commit_interval=1.0)
         task = asyncio.create_task(processor.run())
-        while first is None:
-            await asyncio.sleep(0.01)
+        await started.wait()
+        assert first is not None
         rss_before = rss_mb()
         watcher = asyncio.create_task(stalls.watch())
         deadline = time.monotonic() + seconds
