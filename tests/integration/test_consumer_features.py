@@ -252,12 +252,35 @@ async def test_listener_errors_propagate_from_poll(apache_kafka_broker, unique_t
         # A failing on_partitions_revoked: poll() raises it, the partitions are given up anyway,
         # and the next poll() rejoins without revoking them a second time.
         listener.fail_on = "revoked"
-        consumer.subscribe([unique_topic])  # same topics, but a rejoin
+        # A changed subscription rejoins (the same one again would not, as in Java).
+        create_topic(broker, f"{unique_topic}-more", partitions=1)
+        consumer.subscribe([unique_topic, f"{unique_topic}-more"])
         with pytest.raises(RuntimeError, match="listener failed in revoked"):
             await poll_until(consumer, lambda _: False, timeout=30)
         assert consumer.assignment() == set()
-        await poll_until(consumer, lambda _: len(consumer.assignment()) == 2, timeout=30)
+        await poll_until(consumer, lambda _: len(consumer.assignment()) == 3, timeout=30)
         assert listener.names() == ["assigned", "assigned", "revoked", "assigned"]
+
+
+async def test_the_same_subscription_with_a_new_listener_does_not_rejoin(
+        apache_kafka_broker, unique_topic, unique_group, group_protocol):
+    """As in Java: subscribe() again with the same topics (process() does so to put its listener
+    in, and to give the application's back) changes the listener and nothing else."""
+    broker = apache_kafka_broker
+    create_topic(broker, unique_topic, partitions=2)
+    first, second = RecordingListener(use_async=False), RecordingListener(use_async=True)
+    consumer = Consumer(**settings(broker, unique_group, group_protocol))
+    consumer.subscribe([unique_topic], listener=first)
+    async with consumer:
+        await poll_until(consumer, lambda _: len(consumer.assignment()) == 2, timeout=30)
+        rebalances = consumer.metrics()["rebalances"]
+        consumer.subscribe([unique_topic], listener=second)
+        for _ in range(4):  # two seconds of polls: a rejoin would run the listeners here
+            await consumer.poll(0.5)
+        assert consumer.metrics()["rebalances"] == rebalances
+        assert len(consumer.assignment()) == 2
+    assert first.names() == ["assigned"]
+    assert second.names() == ["revoked"]  # close() revoked through the listener now in place
 
 
 async def test_partitions_lost_after_poll_interval_lapse(

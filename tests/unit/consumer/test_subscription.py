@@ -249,3 +249,21 @@ def test_consumed_offsets_are_known_positions_with_epochs():
         T0: OffsetAndMetadata(7, "", 2),
         U0: OffsetAndMetadata(0, "", None),
     }
+
+
+def test_the_same_subscription_again_is_no_change():
+    """subscribe() with the same topics or pattern (a new listener, say) is no reason to rejoin, as in
+    Java; the topics a pattern matched stay."""
+    sub = SubscriptionState()
+    assert sub.subscribe_to(["a", "b"], None)
+    assert not sub.subscribe_to(["b", "a"], None)
+    assert sub.subscribe_to(["a"], None)
+    sub = SubscriptionState()
+    assert sub.subscribe_to([], r"^a.*")
+    sub.match_pattern(["a1", "a2", "b"])
+    assert not sub.subscribe_to([], r"^a.*")
+    assert not sub.subscribe_to([], re.compile(r"^a.*"))
+    assert sub.topics == frozenset({"a1", "a2"})
+    assert sub.subscribe_to([], re.compile(r"^a.*", re.IGNORECASE))
+    with pytest.raises(InvalidArgumentError):
+        sub.subscribe_to(["a"], r"^a.*")
