@@ -73,11 +73,16 @@ class Processor:
         self._running = False
         self._used = False
         self._metadata_checked = False  # whether the broker keeps commit metadata (Tansu drops it)
+        self._stop_by: float | None = None  # stop(): when the handlers' drain ends at the latest
 
     # ------------------------------------------------------------ public
 
     def stop(self) -> None:
-        """Ask run() to end: no new records, in-flight ones get drain_timeout, the watermark is committed."""
+        """Ask run() to end: no new records, in-flight ones get drain_timeout (from now: a revocation
+        draining meanwhile counts in it), the watermark is committed."""
+        if not self._stop.is_set() and self._running:
+            with contextlib.suppress(RuntimeError):  # no running loop: the drain counts from the end
+                self._stop_by = asyncio.get_running_loop().time() + self.settings.drain_timeout
         self._stop.set()
 
     def metrics(self) -> dict[str, Any]:
@@ -378,7 +383,7 @@ class Processor:
 
     # ------------------------------------------------------------ rebalances and the end
 
-    async def _drain(self, parts: list[PartitionWork]) -> None:
+    async def _drain(self, parts: list[PartitionWork], until: float | None = None) -> None:
         """No new records; the ones not started are dropped; the started ones get drain_timeout.
         Cancelled meanwhile (close() going by force, run() cancelled): every handler is cancelled
         and awaited first, so none runs on after the caller."""
@@ -391,7 +396,10 @@ class Processor:
         running = [task for part in parts for task in part.tasks]
         if running:
             try:
-                _, late = await asyncio.wait(running, timeout=self.settings.drain_timeout)
+                limit = self.settings.drain_timeout
+                if until is not None:
+                    limit = max(0.0, min(limit, until - asyncio.get_running_loop().time()))
+                _, late = await asyncio.wait(running, timeout=limit)
             except asyncio.CancelledError:
                 await self._cancel(parts)
                 raise
@@ -444,7 +452,7 @@ class Processor:
             await self._after_close()
         else:
             parts = list(self._parts.values())
-            await self._drain(parts)
+            await self._drain(parts, self._stop_by)
             await self._commit_now(parts)
             resume = self._paused_by_us & self._consumer.assignment()
             if resume:

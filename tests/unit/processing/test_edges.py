@@ -251,3 +251,28 @@ async def test_a_partition_assigned_at_the_bound_adds_nothing_beyond_it() -> Non
     assert sorted(seen) == [(p, o) for p in (0, 1) for o in range(5)]  # each once: nothing lost to the seek
     assert fake.committed_offsets[a].offset == 5
     assert fake.committed_offsets[b].offset == 5
+
+
+async def test_a_stop_during_a_revocations_drain_ends_run_within_drain_timeout_of_the_stop() -> None:
+    """Found by the process() model: the revocation's drain, then stop's own, took twice drain_timeout."""
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    fake = FakeConsumer.with_records(partitions=2, per_partition=1, keys=1)
+    started: list[int] = []
+
+    async def handler(record) -> None:
+        started.append(record.partition)
+        await asyncio.Event().wait()  # hangs until cancelled
+
+    processor = Processor(fake, handler, drain_timeout=0.5, **FAST)
+    task = asyncio.create_task(processor.run())
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: sorted(started) == [0, 1])
+        fake.queue("revoke", {a})  # the next poll drains partition 0 for drain_timeout
+        await asyncio.sleep(0.1)
+        loop = asyncio.get_running_loop()
+        stopped_at = loop.time()
+        processor.stop()
+        await task
+    took = loop.time() - stopped_at
+    assert took < 0.5 + 0.2, took
+    assert b not in fake.committed_offsets or fake.committed_offsets[b].offset == 0
