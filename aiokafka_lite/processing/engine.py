@@ -454,9 +454,10 @@ class Processor:
             parts = list(self._parts.values())
             await self._drain(parts, self._stop_by)
             await self._commit_now(parts)
-            resume = self._paused_by_us & self._consumer.assignment()
-            if resume:
-                self._consumer.resume(*sorted(resume))
+            with contextlib.suppress(ConsumerClosedError):  # closed meanwhile: nothing left to resume
+                resume = self._paused_by_us & self._consumer.assignment()
+                if resume:
+                    self._consumer.resume(*sorted(resume))
         self._paused_by_us.clear()
         self._parts.clear()
 

@@ -276,3 +276,27 @@ async def test_a_stop_during_a_revocations_drain_ends_run_within_drain_timeout_o
     took = loop.time() - stopped_at
     assert took < 0.5 + 0.2, took
     assert b not in fake.committed_offsets or fake.committed_offsets[b].offset == 0
+
+
+async def test_a_failure_while_the_consumer_closes_is_raised_as_the_failure() -> None:
+    """Found by the process() model: a handler failure ends run(), and close() comes while the drain
+    waits for another handler; run() raised ConsumerClosedError (resuming what it had paused)."""
+    fake = FakeConsumer.with_records(partitions=2, per_partition=1, keys=1)
+    slow_started = asyncio.Event()
+
+    async def handler(record) -> None:
+        if record.partition == 0:
+            await slow_started.wait()
+            raise ValueError("fatal")
+        slow_started.set()
+        await asyncio.sleep(0.3)
+
+    processor = Processor(fake, handler, max_retries=0, drain_timeout=2.0, **FAST)
+    task = asyncio.create_task(processor.run())
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: processor.metrics()["running"] and slow_started.is_set())
+        await asyncio.sleep(0.05)  # the failure has ended the loop; the drain waits for partition 1
+        closing = asyncio.create_task(fake.close())
+        with pytest.raises(HandlerFailedError):
+            await task
+        await closing
