@@ -74,6 +74,11 @@ class Processor:
         self._used = False
         self._metadata_checked = False  # whether the broker keeps commit metadata (Tansu drops it)
         self._stop_by: float | None = None  # stop(): when the handlers' drain ends at the latest
+        # A revocation runs in whichever task runs the listener (close()'s, say): run() ends only
+        # after one under way, so that nothing of process()'s is committed after it.
+        self._listener_steps = 0
+        self._listener_idle = asyncio.Event()
+        self._ending = False
 
     # ------------------------------------------------------------ public
 
@@ -107,6 +112,10 @@ class Processor:
             return await self._run()
         finally:
             self._running = False
+            self._ending = True
+            if self._listener_steps:  # close()'s revocation, in its own task: bounded by its drain
+                self._listener_idle.clear()
+                await self._listener_idle.wait()
             self._give_back_listener()
 
     # ------------------------------------------------------------ the loop
@@ -432,9 +441,16 @@ class Processor:
 
     async def _revoke(self, tps: set[TopicPartition]) -> None:
         parts = [self._parts[tp] for tp in sorted(tps) if tp in self._parts]
-        await self._drain(parts)
-        await self._commit_now(parts)
-        self._forget(parts)
+        self._listener_steps += 1
+        try:
+            await self._drain(parts)
+            if not self._ending:  # run() is ending (cancelled, say): it commits what it commits itself
+                await self._commit_now(parts)
+            self._forget(parts)
+        finally:
+            self._listener_steps -= 1
+            if not self._listener_steps:
+                self._listener_idle.set()
 
     async def _lose(self, tps: set[TopicPartition]) -> None:
         parts = [self._parts[tp] for tp in sorted(tps) if tp in self._parts]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 
 import pytest
 
 from aiokafka_lite.consumer.listener import ConsumerRebalanceListener
-from aiokafka_lite.errors import HandlerCancelledError, HandlerFailedError
+from aiokafka_lite.errors import ConsumerClosedError, HandlerCancelledError, HandlerFailedError
 from aiokafka_lite.processing import Processor, process
 from aiokafka_lite.processing.listener import ProcessingListener
 from aiokafka_lite.structs import OffsetAndMetadata, TopicPartition
@@ -300,3 +301,47 @@ async def test_a_failure_while_the_consumer_closes_is_raised_as_the_failure() ->
         with pytest.raises(HandlerFailedError):
             await task
         await closing
+
+
+_in_close: contextvars.ContextVar[bool] = contextvars.ContextVar("in_close", default=False)
+
+
+class RevokingFake(FakeConsumer):
+    """Once closed, only close()'s own revocation (its task) may commit, as a consumer may insist;
+    a commit's answer takes 50 ms."""
+
+    async def _revoke_on_close(self) -> None:
+        _in_close.set(True)
+        await super()._revoke_on_close()
+
+    async def commit(self, offsets=None) -> None:
+        if self.closed and not _in_close.get():
+            raise ConsumerClosedError("the consumer is closed")
+        await asyncio.sleep(0.05)  # the broker's answer takes a while
+        await super().commit(offsets)
+
+
+async def test_nothing_is_committed_after_run_ended_by_a_failure_while_close_revokes() -> None:
+    """Found by the process() model (seed 1): run() raised a handler's failure while close()'s
+    revocation, in close()'s task, was still draining; that revocation then committed."""
+    fake = RevokingFake.with_records(partitions=1, per_partition=2, keys=2)
+    gate = asyncio.Event()
+
+    async def handler(record) -> None:
+        if record.offset == 0:
+            await gate.wait()
+        else:
+            raise ValueError("poison")
+
+    processor = Processor(fake, handler, max_retries=1, drain_timeout=0.3, **{**FAST, "commit_interval": 3600})
+    task = asyncio.create_task(processor.run())
+    ended_with: list[int] = []
+    task.add_done_callback(lambda _: ended_with.append(len(fake.commits)))
+    async with asyncio.timeout(DEADLINE):
+        await until(lambda: processor.metrics()["retries"] == 1)
+        await asyncio.sleep(0.1)  # the second attempt failed: run() is draining on its way out
+        closing = asyncio.create_task(fake.close())
+        with pytest.raises(HandlerFailedError):
+            await task
+        await closing
+    assert ended_with == [len(fake.commits)]
