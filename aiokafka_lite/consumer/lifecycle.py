@@ -53,9 +53,7 @@ class Startup:
         if self.started:
             return
         attempt = self._attempt
-        if attempt is None or attempt.task.done():
-            if attempt is not None:
-                attempt.retrieve()  # a failed attempt: tried again below
+        if attempt is None or attempt.task.done():  # none yet, or a failed one: tried again
             if self._is_closed():  # a commit queued before close() must not start a fresh attempt
                 raise ConsumerClosedError("the consumer was closed before it connected")
             attempt = self._attempt = StartAttempt(self._start_once, self._config.default_api_timeout)

@@ -5,6 +5,11 @@ A call whose timeout lapses stops waiting, and the attempt goes on for the next 
 go on for ever: while no call waits for it, it has `idle_limit` seconds (default_api_timeout_ms)
 before it gives up, so a consumer dropped after a failed start leaves nothing running for long.
 The next call then starts a fresh attempt.
+
+The attempt's outcome is taken when it ends (a done-callback), so that an attempt that gave up with
+nobody waiting, on a consumer dropped without close(), is not reported by asyncio as "Task exception
+was never retrieved" (the consumer's ResourceWarning says what is wrong). The task keeps its outcome:
+a caller that waits for it still gets its error.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ class StartAttempt:
         self._waiters = 0
         self._scope: asyncio.Timeout | None = None
         self.task = asyncio.create_task(self._run(start), name="aiokafka-lite start")
+        self.task.add_done_callback(_retrieve)
 
     async def wait(self) -> None:
         """Wait for the attempt; a lapsed or cancelled caller leaves it running (shielded)."""
@@ -30,11 +36,6 @@ class StartAttempt:
         finally:
             self._waiters -= 1
             self._reschedule()
-
-    def retrieve(self) -> None:
-        """The attempt has ended: its error, if any, is taken (a caller saw it, or none will)."""
-        if self.task.done() and not self.task.cancelled():
-            self.task.exception()
 
     async def _run(self, start: Callable[[], Coroutine[Any, Any, None]]) -> None:
         async with asyncio.timeout(None) as scope:
@@ -50,3 +51,9 @@ class StartAttempt:
             scope.reschedule(None)
         else:
             scope.reschedule(asyncio.get_running_loop().time() + self._idle_limit)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """The attempt has ended: its error, if any, is marked as taken (a caller saw it, or none will)."""
+    if not task.cancelled():
+        task.exception()

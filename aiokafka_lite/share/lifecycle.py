@@ -32,9 +32,7 @@ class StartOnce:
         if self.started:
             return
         attempt = self._attempt
-        if attempt is None or attempt.task.done():
-            if attempt is not None:
-                attempt.retrieve()  # a failed attempt: tried again below
+        if attempt is None or attempt.task.done():  # none yet, or a failed one: tried again
             if self._is_closed():
                 raise ConsumerClosedError("the share consumer was closed before it connected")
             attempt = self._attempt = StartAttempt(self._run, self._idle_limit)
