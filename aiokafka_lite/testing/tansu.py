@@ -106,7 +106,7 @@ DEVIATIONS: dict[str, Deviation] = {d.name: d for d in (
         "OffsetFetch answers every committed offset with metadata '' (the metadata OffsetCommit "
         "carried is not kept); Apache Kafka answers it as committed",
         "process() cannot skip the records its commit metadata marked finished above the watermark: "
-        "after a rebalance or a restart they run again (process() says so once, at WARNING)",
+        "after a rebalance or a restart they run again (process() logs it once)",
         "commit(offset 5, metadata 'akl1:x') then committed(): Tansu answers offset 5 with metadata '', "
         "Apache Kafka 4.3.1 with 'akl1:x'",
     ),
