@@ -45,23 +45,10 @@ class _Link:
 def _abort_with_rst(writer: asyncio.StreamWriter) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None:
-        with contextlib.suppress(OSError, ValueError):  # uvloop's, once its transport is closed: ValueError
+        with contextlib.suppress(OSError):
             # Linger 0: close() sends RST instead of FIN, as a crashed middlebox would.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
-
-
-async def _close_listener(server: asyncio.Server) -> None:
-    """server.close(), without CPython's race (gh-109564, open): a connection accepted in the
-    loop iteration before close() gets its transport only in the next one, and then fails to
-    attach to the closed server (an AssertionError asyncio swallows), leaving the accepted socket
-    open until the garbage collector finds it (an "unclosed transport" ResourceWarning). So: stop
-    accepting first, let the accepted connections attach, then close."""
-    loop = asyncio.get_running_loop()
-    for sock in server.sockets:
-        loop.remove_reader(sock.fileno())  # the selector loop's accept callback; uvloop has none here
-    await asyncio.sleep(0)  # a transport accepted before now is created ahead of this step
-    server.close()
 
 
 class TcpProxy:
@@ -88,9 +75,8 @@ class TcpProxy:
         return self
 
     async def stop(self) -> None:
-        server, self._server = self._server, None  # not listening from now: a late client is reset
-        if server is not None:
-            await _close_listener(server)
+        if self._server is not None:
+            self._server.close()
         links = list(self._links)
         for link in links:
             link.reset()
@@ -99,8 +85,9 @@ class TcpProxy:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-        if server is not None:
-            await server.wait_closed()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
 
     async def __aenter__(self) -> TcpProxy:
         return await self.start()
@@ -153,9 +140,6 @@ class TcpProxy:
     # ------------------------------------------------------------------ forwarding
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self.listening:  # accepted just before stop(): reset, as the kernel does a closed port's backlog
-            _abort_with_rst(writer)
-            return
         if self._refuse:
             self.faults["refused"] += 1
             _abort_with_rst(writer)
