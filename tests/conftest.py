@@ -9,6 +9,8 @@ the default broker with ``--kafka-broker=tansu|kafka|kafka39|mock``.
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import signal
 from collections import Counter
 from collections.abc import Callable
@@ -31,6 +33,36 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             "the aiokafka_lite pytest plugin is not loaded: install the package "
             "(pip install -e '.[test]') or pass -p aiokafka_lite.testing.plugin")
+
+
+class _LoopErrors(logging.Handler):
+    """What asyncio reported to its exception handler during one test (a task destroyed while
+    pending, an exception never retrieved, a callback that raised): each one is a defect of the
+    test or of the client, so the test that caused it fails with the message."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage().splitlines()[0])
+
+
+_loop_errors = _LoopErrors()
+logging.getLogger("asyncio").addHandler(_loop_errors)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # A socket, transport or task the test left behind fails this test, not whichever test the
+    # garbage collector happens to run in next: collect now, after the test's fixtures are torn
+    # down and before pytest's own unraisable-exception check (a trylast hook registered before
+    # this file's, so called after it). Where it was created: PYTHONTRACEMALLOC=25.
+    gc.collect()
+    messages, _loop_errors.messages = _loop_errors.messages, []
+    if messages:
+        pytest.fail("asyncio reported an error no one handled during this test: " + "; ".join(messages),
+                    pytrace=False)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
