@@ -11,7 +11,10 @@ becomes a ``CompletedFetch`` (completed.py) holding the raw bytes, stored by ``R
 records out. Memory stays bounded: per partition the completed fetch being handed out and at most
 one fetched ahead that continues it (buffer.py). A task whose fetch succeeded starts the next round
 itself, so the pipeline keeps prefetching between polls. This module owns the tasks, each broker's
-lane's fetch session, each broker's failures, and the retry timers.
+lane's fetch session, each broker's failures, and the retry timers. A fetch session the consumer is
+done with is closed on the broker (sessions.py ``end()``): a lane's once ``"auto"`` retired it and
+its last fetch was answered, in the background; at close(), briefly, those of the lanes with no
+fetch in flight (``close()`` says why not the others).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any
 
 from .._net.backoff import Backoff
@@ -47,10 +50,14 @@ from .requests import (
     Lane,
 )
 from .responses import ResponseHandler, partition_error, transient
-from .sessions import FetchSession
+from .sessions import FetchPlan, FetchSession
 
 # Named, not __name__: the fetch path's modules all log here, wherever they live.
 log = logging.getLogger("aiokafka_lite.consumer.fetcher")
+
+# How long close() waits for its sessions' last requests to be answered (or request_timeout_ms, if
+# shorter). They go only where no fetch is in flight, so an answer comes after one round trip.
+SESSION_END_LIMIT = 0.25
 
 
 class Fetcher:
@@ -88,6 +95,8 @@ class Fetcher:
         self._in_flight_tps: set[TopicPartition] = set()
         self._retry_timers: dict[int, asyncio.TimerHandle] = {}
         self._sessions: dict[Lane, FetchSession[FetchTarget]] = {}  # KIP-227
+        self._conns: dict[Lane, ConnectionLike] = {}  # the one each lane's last fetch went on
+        self._ending: dict[Lane, asyncio.Task[None]] = {}  # a session's last request (epoch -1)
         self._closed = False
 
     @property
@@ -149,8 +158,10 @@ class Fetcher:
             return 0
         loop = asyncio.get_running_loop()
         checks: dict[int, dict[TopicPartition, FetchTarget]] = {}
+        # A lane whose session is being closed gets nothing until that is answered.
+        busy_lanes: Container[Lane] = self._in_flight.keys() | self._ending.keys() if self._ending else self._in_flight
         plans = self._planner.plan(loop.time(), self._buffer.completed,
-                                   self._buffer.ahead.keys() | self._in_flight_tps, self._in_flight, checks)
+                                   self._buffer.ahead.keys() | self._in_flight_tps, busy_lanes, checks)
         assignment = self._subscription.assignment
         for node_id, targets in checks.items():  # before fetching on from that broker
             if (node_id, 0) in self._in_flight:
@@ -170,6 +181,7 @@ class Fetcher:
             self._in_flight[lane] = task
             self._in_flight_tps.update(offsets)
             started += 1
+        self._end_retired_sessions()
         return started
 
     async def _check_epochs(self, node_id: int, targets: dict[TopicPartition, FetchTarget],
@@ -208,6 +220,7 @@ class Fetcher:
         try:
             conn: ConnectionLike = await self._cluster.connection(node_id, timeout=self._request_timeout,
                                                                   lane=lane[1])
+            self._conns[lane] = conn
             # By topic id (v13+) when every topic's id is known, the session's too; else by name.
             ids = self._planner.topic_ids({tp.topic for tp in targets} | {tp.topic for tp in session.partitions})
             version = conn.version_for(FETCH, self._max_fetch_version if ids is not None
@@ -259,6 +272,50 @@ class Fetcher:
                              max_bytes=settings.max_bytes)
         if self._lanes.observe(node_id, busy, asyncio.get_running_loop().time()):
             log.debug("fetching from broker %d on %d connection(s) now", node_id, self._lanes.lanes(node_id))
+
+    # ------------------------------------------------------------------ ending sessions (KIP-227)
+
+    def _end_retired_sessions(self) -> None:
+        """Close the fetch session of each lane the lane policy retired (``"auto"``: the broker is
+        back to fewer lanes), once that lane's last fetch is answered."""
+        for lane, session in self._sessions.items():
+            if (session.session_id != 0 and lane[1] >= self._lanes.lanes(lane[0])
+                    and lane not in self._in_flight and lane not in self._ending):
+                self._end_session(lane, session, self._request_timeout)
+
+    def _end_session(self, lane: Lane, session: FetchSession[FetchTarget], timeout: float) -> None:
+        """Send ``session``'s last request (epoch -1) on the connection ``lane`` last fetched on, as
+        an owned task, if that connection is still open; none is opened for it (the broker evicts the
+        session in time, and a later fetch on the lane names it to close it)."""
+        conn = self._conns.get(lane)
+        if conn is None or getattr(conn, "closed", False):  # (a test's connection may have no such flag)
+            return
+        plan = session.end()
+        if plan is not None:
+            self._ending[lane] = asyncio.get_running_loop().create_task(
+                self._send_end(lane, conn, plan, timeout), name=f"aiokafka-lite fetch session end on broker {lane[0]}")
+
+    async def _send_end(self, lane: Lane, conn: ConnectionLike, plan: FetchPlan[FetchTarget], timeout: float) -> None:
+        """Best effort: a failure is said at DEBUG only, and changes nothing else (no backoff)."""
+        node_id = lane[0]
+        try:
+            # No partitions and no long poll: the broker drops the session and answers at once.
+            body = {**self._settings.body(plan, {}), "max_wait_ms": 0}
+            response = await conn.send(FETCH, conn.version_for(FETCH, self._max_fetch_version), body,
+                                       timeout=timeout)
+            error = response.get("error_code", 0)
+            if error:  # e.g. the broker had evicted it already
+                log.debug("closing fetch session %d on broker %d: %s", plan.session_id, node_id,
+                          BrokerError(error).name)
+            else:
+                log.debug("closed fetch session %d on broker %d (connection %d)", plan.session_id, node_id, lane[1])
+        except Exception as exc:
+            log.debug("closing fetch session %d on broker %d failed: %s", plan.session_id, node_id, exc)
+        finally:
+            self._ending.pop(lane, None)
+        self.send_fetches()  # a lane opened again meanwhile waited for this
+
+    # ------------------------------------------------------------------ failures
 
     def _fetch_failed(self, node_id: int, exc: Exception) -> None:
         failures = self._node_failures.get(node_id)
@@ -325,8 +382,19 @@ class Fetcher:
         await self._buffer.wait(timeout)
 
     async def close(self) -> None:
-        """Cancel in-flight fetches and drop buffered data (idempotent)."""
+        """Cancel in-flight fetches, drop buffered data, and close on the broker the fetch sessions
+        of the lanes that had no fetch in flight (best effort, within ``SESSION_END_LIMIT``).
+        Idempotent.
+
+        A lane with a fetch in flight keeps its session on the broker (until the broker evicts it,
+        as before): its connection would answer the closing request only after that fetch, a long
+        poll of up to fetch_max_wait_ms, and close(timeout) must not take that long past its timeout
+        (Kafka's PlaintextConsumerCloseTest holds Java's to it; this forced part of close() does not
+        know the timeout). Waiting for it within the caller's timeout would belong in close()'s
+        graceful part (consumer/closing.py), which does not reach the fetcher.
+        """
         self._closed = True
+        idle = [lane for lane in self._sessions if lane not in self._in_flight]
         for timer in self._retry_timers.values():
             timer.cancel()
         self._retry_timers.clear()
@@ -338,3 +406,21 @@ class Fetcher:
         self._in_flight.clear()
         self._in_flight_tps.clear()
         self._buffer.clear()  # wakes any waiter: nothing more will arrive
+        await self._end_sessions(idle)
+
+    async def _end_sessions(self, lanes: list[Lane]) -> None:
+        """Close the session of each of ``lanes`` still open on a connection still open, and wait for
+        those answers (and for a retired lane's still under way) within the limit; past it, give up."""
+        limit = min(self._request_timeout, SESSION_END_LIMIT)
+        for lane in lanes:
+            if lane not in self._ending:
+                self._end_session(lane, self._sessions[lane], limit)
+        ending = list(self._ending.values())
+        if not ending:
+            return
+        try:
+            await asyncio.wait(ending, timeout=limit)
+        finally:
+            for task in ending:
+                task.cancel()  # (none left but a retired lane's own past the limit, or if we are cancelled)
+        await asyncio.wait(ending)

@@ -6,6 +6,11 @@ partitions that are new or whose fetch offset moved, plus the ones to forget; th
 the rest and answers only for partitions with news. A session error (70, 71) or a failed request
 starts over with a full fetch, closing the old session (Java's FetchSessionHandler does the same).
 A broker that grants no session (id 0 in the answer) gets full fetches, as before KIP-227.
+A session the consumer is done with (its lane retired, the consumer closing) is closed with one
+last request, ``end()``: its id, epoch -1 and no partitions. The broker's session cache is shared by
+all its clients (max.incremental.fetch.session.cache.slots), and a consumer's new session can evict
+only one created over two minutes before: each left behind holds a slot at least that long, and
+clients that find the cache full get full fetches.
 A session names its topics one way, by name (Fetch v7-v12) or by id (v13+, KIP-516): when the
 version crosses that line (a topic id became known or unknown), or a topic of the session has a
 new id (deleted and created again), the session starts over.
@@ -31,7 +36,8 @@ SESSION_ERRORS = frozenset({FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EP
 MIN_SESSION_VERSION = 7  # Fetch v7 added session_id, session_epoch and forgotten_topics_data
 TOPIC_ID_VERSION = 13  # Fetch v13+ names topics by id
 _INITIAL_EPOCH = 0  # with id 0: "open a session"; with an id: "close it and open a new one"
-_SESSIONLESS_EPOCH = -1  # with id 0: a full fetch that asks for no session
+FINAL_EPOCH = -1  # with an id: "close this session" (KIP-227); the broker creates none then either
+_SESSIONLESS_EPOCH = FINAL_EPOCH  # with id 0: a full fetch that asks for no session
 _MAX_EPOCH = 2**31 - 1
 
 
@@ -112,6 +118,17 @@ class FetchSession(Generic[P]):
         self.topic_ids = plan.topic_ids  # those of the topics it added too
         self.epoch = 1 if self.epoch == _MAX_EPOCH else self.epoch + 1
         return True
+
+    def end(self) -> FetchPlan[P] | None:
+        """The request that closes this session on the broker (its id, epoch -1, no partitions: the
+        broker drops the session and answers at once), or None when the broker holds none of ours.
+        Forgotten here at once, answered or not: a later fetch opens a new session."""
+        if self.session_id == 0:
+            return None
+        plan: FetchPlan[P] = FetchPlan(self.session_id, FINAL_EPOCH, {}, [], {})
+        self.topic_ids = None
+        self._restart(close=False)
+        return plan
 
     def failed(self) -> None:
         """The request got no answer: whether the broker applied it is unknown, so start over."""

@@ -134,7 +134,8 @@ class SessionBroker:
     each connection's session holds what its requests sent minus what they forgot, and every
     answer carries data for what the session holds, as a broker's does; with nothing to send it
     holds the long poll. It records each request's connection and whole set of partitions, and
-    any partition asked on two connections at once."""
+    any partition asked on two connections at once; a session's closing request (epoch -1 with its
+    id) apart, in ``ended``."""
 
     def __init__(self, cluster: FakeCluster, batches: dict[TopicPartition, int]) -> None:
         self.cluster = cluster
@@ -144,6 +145,7 @@ class SessionBroker:
         self.in_flight: dict[tuple[int, int], set[TopicPartition]] = {}
         self.overlaps: list[tuple[tuple[int, int], set[TopicPartition]]] = []
         self.asked: list[tuple[tuple[int, int], frozenset[TopicPartition]]] = []
+        self.ended: list[tuple[tuple[int, int], int]] = []
 
     def _apply(self, lane: tuple[int, int], body: dict[str, Any]) -> dict[TopicPartition, int]:
         sent = {TopicPartition(t["topic"], p["partition"]): p["fetch_offset"]
@@ -160,6 +162,12 @@ class SessionBroker:
 
     async def __call__(self, node_id: int, body: dict[str, Any]) -> dict[str, Any]:
         lane = self.cluster.lanes[-1]  # this request's: appended just before the handler runs
+        if body["session_epoch"] == -1 and body["session_id"]:
+            assert not body["topics"]
+            assert body["max_wait_ms"] == 0
+            self.held.pop(lane, None)
+            self.ended.append((lane, body["session_id"]))
+            return {**fetch_response({}), "session_id": 0}
         held = self._apply(lane, body)
         covered = set(held)
         for other, tps in self.in_flight.items():
@@ -229,8 +237,12 @@ async def test_auto_opens_a_second_lane_while_answers_are_busy_and_closes_it_aft
         assert all(lane == (1, 0) for lane, _tps in later[1:])  # lane 1 stops (its last poll may end)
         assert later[-1] == ((1, 0), frozenset(TPS))
         assert not broker.overlaps  # never one partition on two connections at once
+        # Lane 1's session was closed on the broker once its last fetch was answered, and only it.
         connections = fetcher.sessions()[1]["connections"]
-        assert set(connections) == {0, 1}  # lane 1's session stays, unused
+        assert set(connections) == {0, 1}
+        assert connections[1]["session_id"] == 0
+        assert connections[0]["session_id"] != 0
+        assert [lane for lane, _id in broker.ended] == [(1, 1)]
     finally:
         await fetcher.close()
 
@@ -251,8 +263,8 @@ async def test_a_partition_moved_back_is_forgotten_by_its_old_lane_when_it_fetch
             fetcher.send_fetches()
             await asyncio.sleep(0.05)
         assert policy.lanes(1) == 1
-        # New data everywhere: busy again, the second lane opens again and its old session, which
-        # still held its old half, gets that half back with the new offsets; lane 0 forgets it.
+        # New data everywhere: busy again, the second lane opens again (its old session was closed
+        # when it retired: a new one) with its old half and the new offsets; lane 0 forgets that half.
         broker.ends = dict.fromkeys(TPS, 120)
         start = len(broker.asked)
         got = await read_all(fetcher, 4 * 60)
