@@ -63,7 +63,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50, help="runs per event loop (default 50)")
     parser.add_argument("--loops", default="asyncio,uvloop", help="comma-separated event loops")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (default 2, as CI)")
-    parser.add_argument("--no-busy", action="store_true", help="without the busy process")
+    parser.add_argument("--busy", type=int, default=1, help="busy processes beside the run (default 1; 0: none)")
     parser.add_argument("-k", default=None, help="pytest -k expression")
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
@@ -71,7 +71,7 @@ def main() -> int:
     args = parser.parse_args()
 
     tallies: dict[str, Tally] = defaultdict(Tally)
-    busy = None if args.no_busy else _busy()
+    busy = [_busy() for _ in range(args.busy)]
     started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory(prefix="flake-hunt-") as tmp:
@@ -104,9 +104,9 @@ def main() -> int:
                     print(f"run {run + 1}/{args.runs} {loop} seed {seed}: exit {done.returncode}, "
                           f"{failed} failed, {time.monotonic() - started:.0f} s so far", flush=True)
     finally:
-        if busy is not None:
-            busy.kill()
-            busy.wait()
+        for process in busy:
+            process.kill()
+            process.wait()
 
     print("\nper test: runs per loop, failures")
     any_failed = False
