@@ -63,6 +63,7 @@ async def _bounded(run: FaultRun, call: Awaitable[Any]) -> Any:
 
 
 async def _member(consumer: Consumer, run: FaultRun, stop: asyncio.Event) -> None:
+    uncommitted = False  # records handed out since the last commit that succeeded
     while not stop.is_set():
         try:
             batch = await _bounded(run, consumer.poll(timeout=POLL_TIMEOUT))
@@ -72,11 +73,18 @@ async def _member(consumer: Consumer, run: FaultRun, stop: asyncio.Event) -> Non
             continue
         for record in batch:
             run.seen[(record.partition, record.offset)] += 1
-        if batch:
+        if batch or uncommitted:
+            # A commit that failed is made again after the next poll, batch or not, as an
+            # application does: after a rebalance (CommitFailedError) the records come again, but
+            # after a commit that ran out of time (KafkaTimeoutError: on a half-open connection a
+            # commit can wait out two request timeouts, see test_faults_proxy) nothing else would
+            # commit the last batch.
             try:
                 await _bounded(run, consumer.commit(timeout=COMMIT_TIMEOUT))
-            except KafkaError as exc:  # e.g. CommitFailedError after a rebalance: records come again
+                uncommitted = False
+            except KafkaError as exc:
                 run.errors.append(exc)
+                uncommitted = True
 
 
 async def _committed_to_end(consumer: Consumer, run: FaultRun, ends: dict[int, int], topic: str) -> bool:
