@@ -2,7 +2,8 @@
 
 Each run is one pytest session over the given tests: two workers (``-n 2 --dist loadfile``, as
 .ci/run), a busy process spinning on a core beside them, one event loop, and a hypothesis seed of
-its own (the run's number, so a property-test failure replays with ``--hypothesis-seed=N``). At
+its own (the run's number, also as AIOKAFKA_LITE_PROPERTY_SEED and AIOKAFKA_LITE_MODEL_SEED, which
+the derandomized property and model tests take instead; a failure replays with those). At
 the end, per test: how many runs on each loop, and each failure with its loop, seed and first
 lines. Exit status 1 if anything failed::
 
@@ -82,7 +83,10 @@ def main() -> int:
                     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(args.workers),
                                "--dist", "loadfile", f"--event-loop={loop}", f"--hypothesis-seed={seed}",
                                f"--junitxml={report}", *(["-k", args.k] if args.k else []), *args.tests]
-                    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=os.environ.copy())
+                    # The property and model tests are derandomized unless told a seed: give them this run's.
+                    env = {**os.environ, "AIOKAFKA_LITE_PROPERTY_SEED": str(seed),
+                           "AIOKAFKA_LITE_MODEL_SEED": str(seed)}
+                    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
                     if not report.exists():
                         tallies["(session)"].runs[loop] += 1
                         if args.keep is not None:
