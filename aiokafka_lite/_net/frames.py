@@ -131,7 +131,14 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         # The same words as a StreamReader's: whether the peer stopped inside a frame.
         mid_frame = self._frame is not None or self._filled > 0
-        self._end(end_of_stream(mid_frame))
+        if self._ended is None:
+            self._ended = end_of_stream(mid_frame)
+            # Told on the next loop step, not from inside this callback: the sink aborts the
+            # transport, and a TLS transport calls this in the middle of its own shutdown, which an
+            # abort breaks (Python 3.11's asyncio logs "Fatal error: protocol.eof_received() call
+            # failed": "cannot switch state from UNWRAPPED to SHUTDOWN").
+            if self._on_end is not None:
+                asyncio.get_running_loop().call_soon(self._on_end, self._ended)
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
