@@ -131,14 +131,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         # The same words as a StreamReader's: whether the peer stopped inside a frame.
         mid_frame = self._frame is not None or self._filled > 0
-        if self._ended is None:
-            self._ended = end_of_stream(mid_frame)
-            # Told on the next loop step, not from inside this callback: the sink aborts the
-            # transport, and a TLS transport calls this in the middle of its own shutdown, which an
-            # abort breaks (Python 3.11's asyncio logs "Fatal error: protocol.eof_received() call
-            # failed": "cannot switch state from UNWRAPPED to SHUTDOWN").
-            if self._on_end is not None:
-                asyncio.get_running_loop().call_soon(self._on_end, self._ended)
+        # Told on the next loop step, not from inside this callback: the sink aborts the transport,
+        # and a TLS transport calls this in the middle of its own shutdown, which an abort breaks
+        # (Python 3.11's asyncio logs "Fatal error: protocol.eof_received() call failed": "cannot
+        # switch state from UNWRAPPED to SHUTDOWN").
+        self._end(end_of_stream(mid_frame), soon=True)
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -150,12 +147,17 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._lost.set_result(None)
         self._wake_writers(exc or ConnectionResetError("Connection lost"))
 
-    def _end(self, error: BaseException) -> None:
+    def _end(self, error: BaseException, *, soon: bool = False) -> None:
+        """Record the end at once (attach() and a later end see it); tell the sink now, or with
+        ``soon`` on the next loop step."""
         if self._ended is not None:
             return
         self._ended = error
         if self._on_end is not None:
-            self._on_end(error)
+            if soon:
+                asyncio.get_running_loop().call_soon(self._on_end, error)
+            else:
+                self._on_end(error)
 
     async def wait_lost(self) -> None:
         """Until the transport reported the connection lost (the socket is released then)."""

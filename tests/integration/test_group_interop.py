@@ -51,7 +51,7 @@ class Ledger:
         # (member, partition) -> the committed offset found on its latest assignment, until the
         # member's first read of that partition is checked against it
         self.starts: dict[tuple[str, int], int] = {}
-        self.rewinds: list[str] = []  # reads below the committed offset a member was assigned with
+        self.rewinds: list[tuple[int, str]] = []  # (partition, what): reads below the committed offset
 
     def assigned_with(self, member: str, committed: dict[int, int | None]) -> None:
         """``member`` was assigned these partitions and found these committed offsets (None: none)."""
@@ -70,8 +70,8 @@ class Ledger:
                     self.events.append((time.monotonic(), member, frozenset({partition}),
                                         f"first read p{partition} at {first}"))
                     if first < start:
-                        self.rewinds.append(f"{member} read p{partition} from offset {first} although it was "
-                                            f"assigned it with committed offset {start}")
+                        self.rewinds.append((partition, f"{member} read p{partition} from offset {first} although "
+                                                        f"it was assigned it with committed offset {start}"))
 
     def note(self, member: str, partitions: set[int], what: str) -> None:
         with self.lock:
@@ -131,9 +131,8 @@ class Ledger:
     def rewound(self) -> str:
         with self.lock:
             rewinds = list(self.rewinds)
-        stories = "\n".join(f"partition {p}:\n{self.story(p)}" for p in sorted(
-            {int(r.split(" read p", 1)[1].split(" ", 1)[0]) for r in rewinds}))
-        return "; ".join(rewinds) + ("\n" + stories if rewinds else "")
+        stories = "\n".join(f"partition {p}:\n{self.story(p)}" for p in sorted({p for p, _ in rewinds}))
+        return "; ".join(what for _, what in rewinds) + ("\n" + stories if rewinds else "")
 
     def total(self) -> int:
         with self.lock:

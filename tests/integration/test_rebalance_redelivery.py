@@ -27,17 +27,11 @@ import pytest
 from aiokafka_lite import Consumer, TopicPartition
 from aiokafka_lite.testing.helpers import create_topic, produce
 
+from ._consumers import until
 from ._protocols import GroupProtocol
 
 pytestmark = pytest.mark.asyncio
 CLASSIC = GroupProtocol("classic")
-
-
-async def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 def _ours(broker: Any, topic: str, group: str, client_id: str, group_protocol: Any, **extra: Any) -> Consumer:
@@ -113,7 +107,7 @@ async def test_a_member_given_a_partition_back_starts_at_the_committed_offset(ap
     else:
         task = asyncio.create_task(_aiokafka_member(broker.bootstrap_servers, unique_topic, unique_group, member))
     try:
-        await _until(lambda: member.held == {0}, "the member to hold the partition")
+        await until(lambda: member.held == {0}, 60, "the member to hold the partition")
         await asyncio.sleep(1.0)  # it fetches the empty partition: its position is 0
         # Another member takes the partition (range: "a-other" sorts first).
         other = _ours(broker, unique_topic, unique_group, "a-other", group_protocol)
@@ -134,7 +128,7 @@ async def test_a_member_given_a_partition_back_starts_at_the_committed_offset(ap
             await other.commit({tp: 200})
         finally:
             await other.close()
-        await _until(lambda: member.held == {0}, "the member to hold the partition again")
+        await until(lambda: member.held == {0}, 60, "the member to hold the partition again")
         await asyncio.sleep(2.0)
     finally:
         member.stop.set()
