@@ -67,6 +67,8 @@ def main() -> int:
     parser.add_argument("--busy", type=int, default=1, help="busy processes beside the run (default 1; 0: none)")
     parser.add_argument("-k", default=None, help="pytest -k expression")
     parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="start no run after this many minutes; the summary counts the runs done")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="write the whole output of each failed run to DIR/<loop>-<seed>.log")
     args = parser.parse_args()
@@ -79,6 +81,8 @@ def main() -> int:
             for run in range(args.runs):
                 seed = args.first_seed + run
                 for loop in args.loops.split(","):
+                    if args.minutes is not None and time.monotonic() - started > args.minutes * 60:
+                        break
                     report = Path(tmp) / f"{loop}-{seed}.xml"
                     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(args.workers),
                                "--dist", "loadfile", f"--event-loop={loop}", f"--hypothesis-seed={seed}",
@@ -112,7 +116,7 @@ def main() -> int:
             process.kill()
             process.wait()
 
-    print("\nper test: runs per loop, failures")
+    print(f"\nper test: runs per loop, failures ({time.monotonic() - started:.0f} s)")
     any_failed = False
     for test, tally in sorted(tallies.items()):
         runs = ", ".join(f"{loop} {n}" for loop, n in sorted(tally.runs.items()))

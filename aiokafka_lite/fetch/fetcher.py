@@ -288,7 +288,7 @@ class Fetcher:
         an owned task, if that connection is still open; none is opened for it (the broker evicts the
         session in time, and a later fetch on the lane names it to close it)."""
         conn = self._conns.get(lane)
-        if conn is None or getattr(conn, "closed", False):  # (a test's connection may have no such flag)
+        if conn is None or conn.closed:
             return
         plan = session.end()
         if plan is not None:

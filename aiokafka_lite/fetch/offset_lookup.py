@@ -62,6 +62,9 @@ _STRATEGY_TIMESTAMPS = {ResetStrategy.EARLIEST: EARLIEST_TIMESTAMP, ResetStrateg
 class ConnectionLike(Protocol):
     """What the consumer needs of a broker connection (``_net.connection.Connection``)."""
 
+    @property
+    def closed(self) -> bool: ...
+
     def version_for(self, api: Api, client_max: int | None = None) -> int: ...
 
     async def send(self, api: Api, version: int, body: Mapping[str, Any], *,

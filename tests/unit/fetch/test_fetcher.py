@@ -49,6 +49,10 @@ class FakeConnection:
         self.node_id = node_id
         self.lane = lane
 
+    @property
+    def closed(self) -> bool:
+        return False
+
     def version_for(self, api: Api, client_max: int | None = None) -> int:
         top = api.max_version if client_max is None else min(api.max_version, client_max)
         return min(top, self.cluster.broker_max.get(api.key, api.max_version))
