@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -34,11 +35,58 @@ class BrokerStartError(RuntimeError):
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOCALHOST, 0))
-        port: int = sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago, for a broker to listen on seconds later.
+
+    Not one the OS would pick itself (``bind(0)``): that is its ephemeral range, from which every
+    outgoing connection on the machine also takes its local port, so in the seconds before a broker
+    binds, a client connection (another test worker's) could take the port and the broker would
+    exit at start ("Address already in use"). So a random port just below that range, not handed
+    out before by this process, that binds now."""
+    low, _high = _ephemeral_range()
+    if low <= 2048:  # no room below it: the OS picks
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOCALHOST, 0))
+            chosen: int = sock.getsockname()[1]
+            return chosen
+    below = _this_workers_share(range(max(1024, low - 12_000), low))
+    for _ in range(200):
+        port = random.choice(below)
+        if port in _handed_out or not _binds(port):
+            continue
+        _handed_out.add(port)
         return port
+    raise BrokerStartError(f"no free port found in {below.start}-{below.stop - 1} on {LOCALHOST}")
+
+
+_handed_out: set[int] = set()
+
+
+def _this_workers_share(ports: range) -> range:
+    """pytest-xdist's workers each take their own slice, so that two never hand out one port."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 0):
+        return ports
+    size = len(ports) // int(count)
+    first = ports.start + size * (int(worker[2:]) % int(count))
+    return range(first, first + size)
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The range the OS takes local ports from for outgoing connections and ``bind(0)`` (Linux)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535  # IANA's dynamic range: what the BSDs and macOS use
+
+
+def _binds(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((LOCALHOST, port))
+        except OSError:
+            return False
+        return True
 
 
 def port_accepts(port: int, host: str = LOCALHOST, timeout: float = 0.5) -> bool:

@@ -111,6 +111,17 @@ _JVM_OPTS = ["-Xms256m", "-Xmx768m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialG
              "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError"]
 
 
+def _errors(path: Path, max_lines: int = 12) -> str:
+    """A broker log's ERROR lines and the causes under them (the shutdown that follows a failed
+    start fills the log's end with INFO lines)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"(unreadable: {exc})"
+    said = [line for line in lines if " ERROR " in line or " FATAL " in line or line.startswith("Caused by")]
+    return "\n".join(said[:max_lines]) or "\n".join(lines[-20:])
+
+
 def _new_port(avoid: set[int]) -> int:
     while True:
         port = free_port()
@@ -356,6 +367,10 @@ class ApacheKafkaBroker:
         try:
             wait_until(ready, timeout=self.start_timeout, what=f"{self.name} on port {port} (log {self.log_path})",
                        process=self._process, interval=0.1)
+        except BrokerStartError as exc:
+            self.shutdown(kill=True)
+            # The JVM's stdout is nearly empty: why it stopped is in its log, deleted with its directory.
+            raise BrokerStartError(f"{exc}\n{self.log_path.name} says:\n{_errors(self.log_path)}") from None
         except BaseException:
             self.shutdown(kill=True)
             raise
