@@ -45,10 +45,23 @@ class _Link:
 def _abort_with_rst(writer: asyncio.StreamWriter) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):  # uvloop's, once its transport is closed: ValueError
             # Linger 0: close() sends RST instead of FIN, as a crashed middlebox would.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
+
+
+async def _close_listener(server: asyncio.Server) -> None:
+    """server.close(), without CPython's race (gh-109564): a connection accepted in the loop
+    iteration before close() gets its transport only in the next one, and then fails to attach to
+    the closed server (an AssertionError asyncio swallows), leaving the accepted socket open and
+    silent until the garbage collector finds it. So: stop accepting, let the connections accepted
+    already get their transports (and their links, which stop() then resets), then close."""
+    loop = asyncio.get_running_loop()
+    for sock in server.sockets:
+        loop.remove_reader(sock.fileno())  # the selector loop's accept callback; uvloop has none here
+    await asyncio.sleep(0)
+    server.close()
 
 
 class TcpProxy:
@@ -76,7 +89,7 @@ class TcpProxy:
 
     async def stop(self) -> None:
         if self._server is not None:
-            self._server.close()
+            await _close_listener(self._server)
         links = list(self._links)
         for link in links:
             link.reset()
