@@ -7,13 +7,17 @@ A ``ConsumerCollector`` reads each of its consumers' ``metrics()`` when scraped 
 snapshots into metric families (``families.py``): nothing is counted twice and nothing runs
 between scrapes. Consumers are told apart by their ``client_id`` and ``group_id`` labels; one
 collector covers any number of them. A consumer leaves its collector when it closes (at the next
-scrape), when it is garbage-collected, or by ``unregister()`` / ``ConsumerCollector.remove()``.
+scrape), when it is garbage-collected, or by ``unregister()`` / ``ConsumerCollector.remove()``. A
+started consumer dropped without close() is neither: its tasks (fetching, heartbeats, telemetry) hold
+it and go on running, so it stays exposed (it still consumes, still a member of its group) until its
+event loop ends and it is collected. Registering is safe from any thread, a scrape running or not.
 Scrape from the consumers' event loop thread (an ASGI route, as examples/fastapi_worker does):
 ``metrics()`` reads state the loop changes. See docs/prometheus.md.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -56,6 +60,9 @@ class ConsumerCollector(Collector):
 
     def __init__(self, consumers: Iterable[HasMetrics] = (), registry: CollectorRegistry | None = None) -> None:
         self._consumers: list[weakref.ref[HasMetrics]] = []
+        # Taken by whatever changes _consumers, never while calling a consumer's metrics(): a scrape
+        # may run on prometheus_client's own thread while add() runs on the event loop's.
+        self._lock = threading.Lock()
         self._labels = LabelCache()
         for consumer in consumers:
             self.add(consumer)
@@ -74,11 +81,14 @@ class ConsumerCollector(Collector):
                 raise InvalidArgumentError(
                     f"another consumer with client_id={labels[0]!r} and group_id={labels[1]!r} is already "
                     "registered: give each consumer its own client_id")
-        self._consumers.append(weakref.ref(consumer))
+        with self._lock:
+            if all(ref() is not consumer for ref in self._consumers):  # not added meanwhile
+                self._consumers.append(weakref.ref(consumer))
 
     def remove(self, consumer: HasMetrics) -> None:
         """Stop covering `consumer` (no error if it was not covered)."""
-        self._consumers = [ref for ref in self._consumers if ref() not in (None, consumer)]
+        with self._lock:
+            self._consumers = [ref for ref in self._consumers if ref() not in (None, consumer)]
 
     def __len__(self) -> int:
         return sum(1 for ref in self._consumers if ref() is not None)
@@ -101,19 +111,23 @@ class ConsumerCollector(Collector):
         return [(consumer_labels(snapshot), samples_of(snapshot, self._labels)) for _, snapshot in self._snapshots()]
 
     def _snapshots(self) -> list[tuple[HasMetrics, dict[str, Any]]]:
-        """Each live, open consumer's metrics(); closed and collected ones are forgotten here."""
-        kept: list[weakref.ref[HasMetrics]] = []
+        """Each live, open consumer's metrics(); closed and collected ones are forgotten here. Only
+        those: a consumer added while the metrics() calls ran stays (and is read at the next scrape)."""
+        with self._lock:
+            refs = list(self._consumers)
+        gone: set[int] = set()  # ids of refs in `refs`, which holds them until the end
         out: list[tuple[HasMetrics, dict[str, Any]]] = []
-        for ref in self._consumers:
+        for ref in refs:
             consumer = ref()
-            if consumer is None:
-                continue
-            snapshot = consumer.metrics()
-            if snapshot.get("closed"):
-                continue
-            kept.append(ref)
-            out.append((consumer, snapshot))
-        self._consumers = kept
+            if consumer is not None:
+                snapshot = consumer.metrics()
+                if not snapshot.get("closed"):
+                    out.append((consumer, snapshot))
+                    continue
+            gone.add(id(ref))
+        if gone:
+            with self._lock:
+                self._consumers = [ref for ref in self._consumers if id(ref) not in gone]
         return out
 
 

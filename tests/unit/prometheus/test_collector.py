@@ -7,6 +7,7 @@ import copy
 import gc
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -194,6 +195,84 @@ def test_closed_and_collected_consumers_leave_the_collector():
     collector.remove(kept)
     assert len(collector) == 0
     assert not [k for k in samples(collector.text().decode()) if k[0].startswith("aiokafka_lite")]
+
+
+def test_a_consumer_registered_during_a_scrape_is_not_lost():
+    """register() from another thread while a scrape is inside a consumer's metrics(): the scrape's
+    forgetting of closed and collected consumers must not forget the new ones. The scrape is held
+    there by an Event, so the interleaving is the same on every run; then more registrations race a
+    scrape loop."""
+    registry = CollectorRegistry()
+    scraper_inside, registered, scraped, stop = (threading.Event() for _ in range(4))
+
+    class HeldOnce(FakeConsumer):  # the scrape thread's first metrics() call waits for the registrations
+        def metrics(self) -> dict[str, Any]:
+            if threading.current_thread() is scraper and not scraper_inside.is_set():
+                scraper_inside.set()
+                assert registered.wait(10)
+            return super().metrics()
+
+    errors: list[BaseException] = []
+
+    def scrape_loop() -> None:
+        try:
+            while not stop.is_set():
+                collector.collect()
+                scraped.set()
+        except BaseException as exc:  # said by the assertions below
+            errors.append(exc)
+
+    def lost() -> list[str]:
+        exposed = {dict(k[1])["client_id"] for k in samples(generate_latest(registry).decode())
+                   if k[0] == "aiokafka_lite_polls_total"}
+        return sorted({c.snapshot["client_id"] for c in consumers} - exposed, key=lambda name: (len(name), name))
+
+    scraper = threading.Thread(target=scrape_loop, name="scrape")
+    consumers = [HeldOnce(stable_snapshot("held"))]
+    collector = register(consumers[0], registry=registry)
+    scraper.start()
+    try:
+        assert scraper_inside.wait(10)
+        consumers += [FakeConsumer(stable_snapshot(f"during-{i}")) for i in range(20)]
+        for consumer in consumers[1:]:
+            assert register(consumer, registry=registry) is collector
+        registered.set()
+        assert scraped.wait(10)  # the held scrape is over
+        assert not errors
+        assert not lost(), f"lost while a scrape ran: {lost()[:3]}..."
+        more = [FakeConsumer(stable_snapshot(f"racing-{i}")) for i in range(200)]
+        consumers += more
+        for consumer in more:
+            register(consumer, registry=registry)
+    finally:
+        registered.set()
+        stop.set()
+        scraper.join(10)
+    assert not errors
+    assert not lost(), f"lost racing a scrape loop: {lost()[:3]}..."
+    assert len(collector) == len(consumers)
+
+
+def test_a_consumer_registered_by_a_metrics_call_is_not_lost():
+    """The same on one thread: a metrics() call, made by a scrape, that registers another consumer."""
+    late = FakeConsumer(stable_snapshot("late"))
+    collector = ConsumerCollector()
+
+    class Registering(FakeConsumer):
+        armed = False
+
+        def metrics(self) -> dict[str, Any]:
+            if self.armed:  # once, and not while add() reads it
+                self.armed = False
+                collector.add(late)
+            return super().metrics()
+
+    registering = Registering(stable_snapshot("registering"))
+    collector.add(registering)
+    registering.armed = True
+    collector.collect()  # registers `late`, which the scrapes from the next one on expose
+    assert len(collector) == 2
+    assert {dict(k[1])["client_id"] for k in scrape(collector)} == {"registering", "late"}
 
 
 def test_register_keeps_one_collector_per_registry_and_describes_without_scraping():
