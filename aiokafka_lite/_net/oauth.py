@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import numbers
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,10 +29,40 @@ TokenProvider = Callable[[], Awaitable[OAuthBearerToken]]
 
 REFRESH_WINDOW = 0.8  # Java's sasl.login.refresh.window.factor
 REFRESH_JITTER = 0.05  # Java's sasl.login.refresh.window.jitter
+# An expires_at above this (the year 5138 in seconds) is milliseconds (Java's unit) or finer: taken as
+# seconds, the token would never be refreshed.
+LATEST_EXPIRY = 1e11
 
 
 class _Abandoned(Exception):
     """The asker fetching a token was cancelled: whoever waited for its answer asks again."""
+
+
+def _bad_field(token: OAuthBearerToken) -> str | None:
+    """What is wrong with a token's ``token`` or ``expires_at``, said without the token; None if nothing."""
+    value: object = token.token
+    if not isinstance(value, str):
+        return f"token is {type(value).__name__}: expected a str (the access token)"
+    if not _encodable(value):
+        return "token holds a lone surrogate, which UTF-8 cannot encode: expected the access token as text"
+    expires_at: object = token.expires_at
+    if isinstance(expires_at, bool) or not isinstance(expires_at, numbers.Real):
+        return (f"expires_at is {type(expires_at).__name__}: expected seconds since the epoch "
+                "(a number, as time.time())")
+    seconds = float(expires_at)
+    if not math.isfinite(seconds):
+        return f"expires_at is {seconds!r}: expected seconds since the epoch (a finite number, as time.time())"
+    if seconds > LATEST_EXPIRY:
+        return f"expires_at {seconds:g} looks like milliseconds; give seconds since the epoch (as time.time())"
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # its args hold the whole text: not raised on, not chained
+        return False
+    return True
 
 
 class OAuthTokens:
@@ -125,9 +157,14 @@ class OAuthTokens:
         return token
 
     def _checked(self, result: Any) -> OAuthBearerToken:
+        """The provider's answer, its fields checked before anything encodes them; no error says the
+        token itself (nor chains an exception that holds it)."""
         if not isinstance(result, OAuthBearerToken):
             raise AuthenticationError("the OAUTHBEARER token provider must return an OAuthBearerToken, "
                                       f"not {type(result).__name__}")
+        bad = _bad_field(result)
+        if bad is not None:
+            raise AuthenticationError(f"the OAUTHBEARER token provider returned an OAuthBearerToken whose {bad}")
         if not result.token:
             raise AuthenticationError("the OAUTHBEARER token provider returned an empty token")
         if result.expires_at <= self._clock():

@@ -177,6 +177,9 @@ async def test_a_failing_refresh_keeps_the_valid_token_and_says_so_once(caplog: 
     ("a string", "must return an OAuthBearerToken, not str"),
     (OAuthBearerToken("", 2e9), "empty token"),
     (OAuthBearerToken("t", 10.0), "already expired"),
+    (OAuthBearerToken("t", True), "expires_at is bool: expected seconds since the epoch"),
+    (OAuthBearerToken("t", float("inf")), "expires_at is inf: expected seconds since the epoch"),
+    (OAuthBearerToken("t", float("nan")), "expires_at is nan: expected seconds since the epoch"),
 ])
 @pytest.mark.asyncio
 async def test_a_provider_s_wrong_answer_is_a_clear_error(answer: Any, error: str) -> None:
@@ -185,6 +188,52 @@ async def test_a_provider_s_wrong_answer_is_a_clear_error(answer: Any, error: st
 
     with pytest.raises(AuthenticationError, match=error):
         await OAuthTokens(provide, timeout=1.0).token()
+
+
+TOKEN_TEXT = "tok-Vq7-secret"  # what must never show in an error, its chain or a log line
+
+
+@pytest.mark.parametrize(("answer", "field", "expected"), [
+    (OAuthBearerToken(TOKEN_TEXT, None), "expires_at is None", "seconds since the epoch"),  # type: ignore[arg-type]
+    (OAuthBearerToken(TOKEN_TEXT, "2000000000"), "expires_at is str", "seconds since the epoch"),  # type: ignore[arg-type]
+    (OAuthBearerToken(TOKEN_TEXT.encode(), 2e9), "token is bytes", "a str"),  # type: ignore[arg-type]
+    (OAuthBearerToken(TOKEN_TEXT + "\ud800", 2e9), "token holds a lone surrogate", "UTF-8"),
+    (OAuthBearerToken(TOKEN_TEXT, 1.7e12), "expires_at 1.7e+12 looks like milliseconds",
+     "give seconds since the epoch"),
+], ids=["expires_at-None", "expires_at-str", "token-bytes", "token-lone-surrogate", "expires_at-milliseconds"])
+@pytest.mark.asyncio
+async def test_a_token_with_a_bad_field_is_an_authentication_error_without_the_token(
+        answer: OAuthBearerToken, field: str, expected: str, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    good = OAuthBearerToken("good", 1100.0)
+    tokens = OAuthTokens(_provider(good, answer), timeout=1.0, clock=clock, jitter=lambda: 0.0)
+    await tokens.token()
+    clock.now = 1090.0  # time to refresh: the bad answer is said (WARNING) and the good token kept
+    with caplog.at_level(logging.DEBUG, logger="aiokafka_lite"):
+        assert await tokens.token() is good
+        clock.now = 1101.0  # the good token has expired: the bad answer is the error
+        with pytest.raises(AuthenticationError) as caught:
+            await tokens.token()
+    message = str(caught.value)
+    assert field in message
+    assert expected in message
+    chain: list[BaseException] = []
+    error: BaseException | None = caught.value
+    while error is not None and error not in chain:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    shown = [str(e) for e in chain] + [repr(e) for e in chain] + [repr(e.args) for e in chain]
+    shown += [r.getMessage() for r in caplog.records] + [caplog.text]
+    assert all(TOKEN_TEXT not in text for text in shown), shown
+    assert any(field in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+@pytest.mark.asyncio
+async def test_expires_at_in_seconds_far_ahead_is_still_taken() -> None:
+    async def provide() -> OAuthBearerToken:
+        return OAuthBearerToken("t", 9.9e10)  # the year 5107, in seconds
+
+    assert (await OAuthTokens(provide, timeout=1.0).token()).expires_at == 9.9e10
 
 
 @pytest.mark.asyncio
