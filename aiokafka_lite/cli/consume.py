@@ -1,5 +1,8 @@
 """`aiokafka-lite consume TOPIC`: print records, one per line, until Ctrl-C or --max.
 
+Stopped by Ctrl-C or SIGTERM (even while connecting) it exits 130 or 143, after closing the consumer;
+with its ``--max`` records printed, 0.
+
 With ``--group`` the consumer joins that group and commits what it printed when it stops; without
 it every partition of the topic is assigned and nothing is committed. ``--from latest`` on Tansu,
 whose latest offsets are below the log end, prints a note on stderr: older records may come first.
@@ -22,7 +25,7 @@ from .. import Consumer, TopicPartition
 from .._net.broker_identity import config_is_tansu
 from ..testing.tansu import DEVIATIONS
 from .format import record_json, record_text
-from .run import EXIT_KAFKA_ERROR, EXIT_OK, first_of, run_command
+from .run import EXIT_KAFKA_ERROR, EXIT_OK, STOPPED, first_of, run_command
 
 # poll() returns at least this often, so Ctrl-C is noticed within about this long.
 POLL_SECONDS = 0.5
@@ -69,7 +72,8 @@ def tansu_latest_note() -> str:
 async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, output_format: str,
                   max_records: int | None, stop: asyncio.Event, out: TextIO,
                   properties: Mapping[str, str] | None = None) -> int:
-    """Print records of ``topic`` to ``out`` until ``stop`` is set or ``max_records`` were printed.
+    """Print records of ``topic`` to ``out`` until ``stop`` is set (then return STOPPED) or
+    ``max_records`` were printed (EXIT_OK).
 
     ``properties`` are extra settings by their Kafka names (``session.timeout.ms``); the options
     given by name win over them.
@@ -79,10 +83,10 @@ async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, 
     consumer = Consumer.from_properties(settings)
     try:
         if not await first_of(consumer.start(), stop):
-            return EXIT_OK
+            return STOPPED
         partitions = await _partitions(consumer, topic, consumer.config.allow_auto_create_topics, stop)
         if not partitions:
-            return EXIT_OK if stop.is_set() else EXIT_KAFKA_ERROR
+            return STOPPED if stop.is_set() else EXIT_KAFKA_ERROR
         if start == "latest" and await config_is_tansu(consumer.config):
             print(tansu_latest_note(), file=sys.stderr)
         if group is not None:
@@ -97,7 +101,8 @@ async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, 
                 out.write(render(record) + "\n")
             printed += len(batch)
             out.flush()
-        return EXIT_OK
+        # All --max records printed is a complete run, even if a signal came meanwhile.
+        return EXIT_OK if max_records is not None and printed >= max_records else STOPPED
     finally:
         # Commits what was printed (auto-commit with a group) and leaves the group.
         await consumer.close()

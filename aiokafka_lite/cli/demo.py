@@ -7,13 +7,14 @@ gets its partitions. Each step prints what the client did and when, measured fro
 own metrics, apart from what the broker then took to rebalance.
 
 On a terminal the members are shown in a live table (rich); otherwise as plain lines. Ctrl-C
-closes both members and stops the broker.
+(SIGTERM likewise) closes both members and stops the broker; the exit status is then 130 (143).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from ..testing.helpers import create_topic, produce
 from ..testing.tansu import TansuBroker
 from .demo_prerequisites import prepare
 from .demo_view import DemoView, MemberRow, PlainView, make_view, member_row
-from .run import first_of
+from .run import EXIT_OK, StopSignals, first_of, signal_status
 
 TOPIC = "demo-orders"
 GROUP = "demo-billing"
@@ -214,14 +215,11 @@ async def run_demo(bootstrap: str, view: DemoView, stop: asyncio.Event, broker_k
         view.refresh(rows([a, b]))  # the last frame shows both members closed
 
 
-async def _main_with_signals(bootstrap: str, view: DemoView, broker_kind: str) -> bool:
-    import signal
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    return await run_demo(bootstrap, view, stop, broker_kind)
+async def _main_with_signals(bootstrap: str, view: DemoView, broker_kind: str) -> int:
+    """0 when the story ran to the end; 130 or 143 when SIGINT or SIGTERM cut it short."""
+    with StopSignals() as signals:
+        finished = await run_demo(bootstrap, view, signals.event, broker_kind)
+    return EXIT_OK if finished else signals.status
 
 
 def _start_broker(broker_kind: str, view: DemoView) -> TansuBroker | ApacheKafkaBroker:
@@ -243,21 +241,23 @@ def main(broker_kind: str = "tansu", view: str = "auto") -> int:
     handler = shown.log_handler()
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING)
+    status = EXIT_OK
     try:
         with _start_broker(broker_kind, shown) as broker:
             create_topic(broker, TOPIC, partitions=PARTITIONS)
             sent = produce(broker, TOPIC, ((f"order-{i}", f'{{"amount": {i % 100}}}') for i in range(5000)))
             shown.event(f"topic {TOPIC!r} with {PARTITIONS} partitions, {sent} records produced")
-            finished = asyncio.run(_main_with_signals(broker.bootstrap_servers, shown, broker_kind))
-            if not finished:
+            status = asyncio.run(_main_with_signals(broker.bootstrap_servers, shown, broker_kind))
+            if status != EXIT_OK:
                 shown.event("interrupted: both members closed")
         shown.event("broker stopped")
     except KeyboardInterrupt:  # Ctrl-C while the broker was starting: `with` has stopped it
         shown.event("interrupted")
+        status = signal_status(signal.SIGINT)
     finally:
         logger.removeHandler(handler)
         shown.close()
-    return 0
+    return status
 
 
 __all__ = ["PlainView", "main", "run_demo"]

@@ -10,15 +10,18 @@
     aiokafka-lite demo [--broker tansu|kafka] [--view auto|live|plain]
     aiokafka-lite --version     (also says which record decoder runs: native or python)
 
-Each command exits 0 on success and on Ctrl-C (after closing what it opened), 1 on a Kafka error
-(with a one-line message on stderr, no traceback) and 2 on a usage error (one line on stderr too): a
-bad option, or a bad -X setting or -b address (any ConfigError), found before connecting.
+Each command exits 0 on success, 1 on a Kafka error (with a one-line message on stderr, no traceback)
+and 2 on a usage error (one line on stderr too): a bad option, or a bad -X setting or -b address (any
+ConfigError), found before connecting. Stopped by Ctrl-C (SIGINT) or SIGTERM, also while connecting,
+it closes what it opened and exits 130 or 143 (128 + the signal's number, as a shell reports it),
+without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 EXIT_USAGE = 2
+EXIT_SIGINT = 128 + signal.SIGINT  # as run.signal_status says it (this module imports little up front)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -206,6 +210,13 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before a command's signal handlers were in place
+        return EXIT_SIGINT
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "consume":
         properties = _checked_properties(args)

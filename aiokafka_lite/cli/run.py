@@ -1,4 +1,9 @@
-"""Running a CLI coroutine: Ctrl-C / SIGTERM ask it to stop, Kafka errors become one line on stderr."""
+"""Running a CLI coroutine: Ctrl-C / SIGTERM ask it to stop, Kafka errors become one line on stderr.
+
+A command that a signal cut short exits 128 + the signal's number (130 after SIGINT, 143 after
+SIGTERM), the status a shell reports for a process that signal ended, and Kafka's own tools exit
+with; only after closing what it opened, without a traceback.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ from ..errors import KafkaError, KafkaTimeoutError
 
 EXIT_OK = 0
 EXIT_KAFKA_ERROR = 1
+# What a command returns when ``stop`` cut it short; run_command makes it the signal's exit status.
+STOPPED = -1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 Command = Callable[[asyncio.Event], Awaitable[int]]
 
@@ -22,22 +30,50 @@ class CommandFailed(KafkaError):
     message alone is the line on stderr, without an error type in front."""
 
 
+def signal_status(sig: signal.Signals) -> int:
+    """The exit status after ``sig`` stopped the command: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + int(sig)
+
+
+class StopSignals:
+    """While entered (on the running loop's thread), SIGINT and SIGTERM set ``event`` rather than
+    end the process; ``status`` is the exit status for the first of them that came."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.received: signal.Signals | None = None
+        self._installed: list[signal.Signals] = []
+
+    def _receive(self, sig: signal.Signals) -> None:
+        if self.received is None:
+            self.received = sig
+        self.event.set()
+
+    def __enter__(self) -> StopSignals:
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            try:
+                loop.add_signal_handler(sig, self._receive, sig)
+                self._installed.append(sig)
+            except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+                pass
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        loop = asyncio.get_running_loop()
+        while self._installed:
+            loop.remove_signal_handler(self._installed.pop())
+
+    @property
+    def status(self) -> int:
+        return signal_status(self.received or signal.SIGINT)
+
+
 async def _with_stop_signals(command: Command) -> int:
     """Run ``command(stop)``; SIGINT and SIGTERM set ``stop`` so the command can close what it opened."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
-            pass
-    try:
-        return await command(stop)
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+    with StopSignals() as signals:
+        code = await command(signals.event)
+    return signals.status if code == STOPPED else code
 
 
 @contextlib.contextmanager
@@ -56,7 +92,8 @@ def _warnings_on_stderr() -> Iterator[None]:
 
 
 def run_command(command: Command) -> int:
-    """The exit code of ``command``; a KafkaError is reported on stderr as exit code 1."""
+    """The exit code of ``command``: STOPPED is the stop signal's status; a KafkaError is reported on
+    stderr as exit code 1."""
     try:
         with _warnings_on_stderr():
             return asyncio.run(_with_stop_signals(command))
@@ -66,8 +103,8 @@ def run_command(command: Command) -> int:
     except KafkaError as exc:
         print(f"aiokafka-lite: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_KAFKA_ERROR
-    except KeyboardInterrupt:  # a second Ctrl-C while closing
-        return EXIT_OK
+    except KeyboardInterrupt:  # Ctrl-C just before the signal handlers were in place, or after
+        return signal_status(signal.SIGINT)
 
 
 async def first_of(awaitable: Awaitable[object], stop: asyncio.Event) -> bool:
@@ -95,7 +132,8 @@ async def first_of(awaitable: Awaitable[object], stop: asyncio.Event) -> bool:
 
 
 def run_step_command(what: str, work: Callable[[], Awaitable[int]]) -> int:
-    """Run ``work`` as a CLI command: Ctrl-C stops it cleanly, and whatever fails is one line on stderr."""
+    """Run ``work`` as a CLI command: Ctrl-C or SIGTERM stops it cleanly (exit 130 or 143), and
+    whatever fails is one line on stderr."""
     async def command(stop: asyncio.Event) -> int:
         codes: list[int] = []
 
@@ -104,7 +142,7 @@ def run_step_command(what: str, work: Callable[[], Awaitable[int]]) -> int:
 
         try:
             if not await first_of(attempt(), stop):
-                return EXIT_OK
+                return STOPPED
         except KafkaError:
             raise
         except TimeoutError as exc:  # a deadline no step mapped: still one line

@@ -33,8 +33,9 @@ Marks: HTML comments on their own lines just above the fence (a reader does not 
     stop-when="TEXT"        ... or once its output contains TEXT (for `consume` without --max,
                             `uvicorn`, an endless loop)
     signal=SIGINT|SIGTERM   how it is stopped (default SIGINT, i.e. Ctrl-C)
-    exit=0|signal           a stopped command must exit 0 (default), or `signal`: 0 or dead of
-                            that signal (a Python script's KeyboardInterrupt, uvicorn)
+    exit=N|signal           a stopped command must exit N (default 0; `aiokafka-lite` exits 130
+                            after SIGINT, 143 after SIGTERM), or `signal`: 0 or dead of that
+                            signal (a Python script's KeyboardInterrupt, uvicorn)
     background=PREFIX       commands starting with PREFIX (after VAR=value assignments) run in the
                             background while the next ones run (a server and its `curl`), and are
                             stopped with `signal` at the end; ready="TEXT" waits for TEXT first
