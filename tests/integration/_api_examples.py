@@ -136,6 +136,7 @@ class Outcome:
     hung: list[str] = field(default_factory=list)
     began: float = 0.0
     loop_errors: list[str] = field(default_factory=list)  # what reached the loop's exception handler
+    collected: list[str] = field(default_factory=list)  # ResourceWarnings of what gc found left open
     stuck: bool = False  # the example outlasted EXAMPLE_LIMIT: the watchdog cancelled it
 
     def explain(self, message: str) -> str:

@@ -20,6 +20,8 @@ Checked after each example:
   (also when the close() was cancelled: it "closes by force, then re-raises");
 - records are handed out once each, in order, from the start position, until the first seek;
 - no error is left for the event loop's exception handler ("Future exception was never retrieved");
+- nothing the example opened (the client's or the proxy's sockets, transports) is found open by the
+  garbage collector after it (a ResourceWarning; with PYTHONTRACEMALLOC=20, where it was created);
 - a commit reported successful (commit() returned, or commit_async's callback got None) is on the
   broker: the offset the broker has is that of the last successful commit or of one made after it.
 
@@ -45,7 +47,9 @@ import gc
 import itertools
 import math
 import os
+import tracemalloc
 import uuid
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -249,6 +253,26 @@ def check_no_error_left_unretrieved(out: Outcome, runner: ExampleRunner) -> None
         raise AssertionError(out.explain(f"errors reached the event loop's exception handler: {out.loop_errors}"))
 
 
+def check_nothing_left_open(out: Outcome, runner: ExampleRunner) -> None:
+    if out.collected:
+        raise AssertionError(out.explain("left open, found by the garbage collector after the example:\n"
+                                         + "\n".join(out.collected)))
+
+
+def collect_left_open() -> list[str]:
+    """gc.collect(), returning the ResourceWarnings it raised (a socket or transport nobody closed),
+    each with where it was created when tracemalloc traces (PYTHONTRACEMALLOC=20)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()  # also: a future nobody retrieved reports its error when it is collected
+    return [f"{w.message}{_created_at(w.source)}" for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def _created_at(obj: object) -> str:
+    trace = tracemalloc.get_object_traceback(obj) if obj is not None and tracemalloc.is_tracing() else None
+    return "" if trace is None else "\n  created at:\n" + "\n".join(trace.format())
+
+
 CHECKS = {
     "documented_errors": check_only_documented_errors,
     "bad_timeouts": check_bad_timeouts_refused_at_once,
@@ -261,6 +285,7 @@ CHECKS = {
     "cancelled_close": check_cancelled_close_closed_by_force,
     "records": check_records_in_order,
     "loop_errors": check_no_error_left_unretrieved,
+    "left_open": check_nothing_left_open,
 }
 
 
@@ -327,7 +352,7 @@ def test_every_awaitable_keeps_the_contract(proxied: ProxiedTansu, topic: str, e
         out = runner.out
     finally:
         proxied.set()
-    gc.collect()  # a future nobody retrieved reports its error when it is collected
+    out.collected = collect_left_open()
     if out.stuck:
         raise AssertionError(out.explain(f"the example did not end within {EXAMPLE_LIMIT}s: its event loop "
                                          f"stopped running it (a NaN timer can bury the loop's other timers)"))
@@ -367,7 +392,14 @@ BROKEN = {
     "cancelled_close": lambda: _doctored(_closed(error=asyncio.CancelledError(), leftover_tasks=["<Task>"])),
     "records": lambda: _doctored(delivered=(0, 1, 2, 4)),
     "loop_errors": lambda: _loop_error(),
+    "left_open": lambda: _left_open(),
 }
+
+
+def _left_open() -> tuple[Outcome, ExampleRunner]:
+    out, runner = _doctored()
+    out.collected.append("unclosed transport <_SelectorSocketTransport fd=21 read=idle write=<idle, bufsize=0>>")
+    return out, runner
 
 
 def _loop_error() -> tuple[Outcome, ExampleRunner]:
@@ -383,6 +415,7 @@ def test_each_check_trips_on_a_broken_outcome(name: str) -> None:
         CHECKS[name](out, runner)
     out.runs.clear()
     out.loop_errors.clear()
+    out.collected.clear()
     out.delivered[:] = [(0.0, offset) for offset in range(5)]
     CHECKS[name](out, runner)  # and passes on a clean one
 
