@@ -63,6 +63,12 @@ class Bootstrap:
         naming each bootstrap server's last failure and number of tries (None once it answered)."""
         return None if self._tries.reached else self._unreachable(seconds)
 
+    def failures(self) -> str | None:
+        """Until the cluster first answers: each bootstrap server's last failure and number of
+        tries ("127.0.0.1:9093 refused the connection (5 tries)"); None once it answered or before
+        any failed."""
+        return None if self._tries.reached else self._tries.failures()
+
     def _unreachable(self, seconds: float | None) -> KafkaTimeoutError:
         return KafkaTimeoutError(f"could not reach the bootstrap servers within {seconds} s: "
                                  f"{self._tries.failures() or _servers(self.servers)}")

@@ -84,6 +84,10 @@ class Cluster:
         naming each bootstrap server's last failure and number of tries (None once it answered)."""
         return self._bootstrap.unreachable(seconds)
 
+    def bootstrap_failures(self) -> str | None:
+        """Until the cluster first answers: each bootstrap server's last failure (None once it answered)."""
+        return self._bootstrap.failures()
+
     async def refresh_metadata(self, topics: Sequence[str] | None = None,
                                timeout: Timeout = DEFAULT) -> None:
         """Ask one broker for metadata (None: every topic), trying the others; when none answers,

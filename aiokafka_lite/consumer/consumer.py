@@ -489,7 +489,7 @@ class Consumer:
         figures = {"client_id": self.config.client_id, "group_id": self.config.group_id,
                    "started": self._startup.started, "closed": self._closing.closed, "polls": self._polls,
                    "heartbeat_mode": self.config.heartbeat_mode, "loop_stalls": self._stall.stalls,
-                   "longest_loop_stall_seconds": self._stall.longest_stall,
-                   "record_decoder": native.decoder(), **self._commits.figures.as_dict()}
+                   "longest_loop_stall_seconds": self._stall.longest_stall, "bootstrap_failures":
+                   self._startup.failures(), "record_decoder": native.decoder(), **self._commits.figures.as_dict()}
         return snapshot(figures, self._subscription, self._timers, self._member, self._cluster, self._fetcher)
 

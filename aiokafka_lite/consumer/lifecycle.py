@@ -70,6 +70,11 @@ class Startup:
         self._connected(cluster)
         self.started = True
 
+    def failures(self) -> str | None:
+        """While start() has not succeeded: why the attempt cannot reach the cluster (each bootstrap
+        server's last failure and number of tries), for metrics()["bootstrap_failures"]."""
+        return None if self.started or self._connecting is None else self._connecting.bootstrap_failures()
+
     async def stop(self) -> None:
         """Cancel the attempt under way (close()), so nothing it would open is left open."""
         if self._attempt is not None:

@@ -64,6 +64,7 @@ class ShareConsumer:
         self.explicit = config.share_acknowledgement_mode == "explicit"
         self._topics: frozenset[str] = frozenset()
         self._cluster: Cluster | None = None
+        self._connecting: Cluster | None = None  # the start attempt's: why it cannot reach the cluster
         self._member: ShareMember | None = None
         self._fetcher: ShareFetcher | None = None
         self._startup = StartOnce(self._start_once, self._is_closed, self.config.default_api_timeout)
@@ -107,7 +108,7 @@ class ShareConsumer:
         await bounded(self._startup.ensure_started(), limit, "connecting to the bootstrap servers", self._is_closed)
 
     async def _start_once(self) -> None:
-        cluster = make_cluster(self.config)
+        cluster = self._connecting = make_cluster(self.config)
         try:
             await cluster.bootstrap(timeout=None)  # bounded by each caller waiting for it
         except BaseException:
@@ -427,6 +428,7 @@ class ShareConsumer:
         figures: dict[str, Any] = {
             "client_id": self.config.client_id, "group_id": self.config.group_id,
             "started": self._startup.started, "closed": self._closing.closed, "polls": self._polls,
+            "bootstrap_failures": self._startup.failures(self._connecting),  # until start() succeeds
             "acknowledgement_mode": "explicit" if self.explicit else "implicit",
             "records_held": len(self._held), "records_kept": len(self._kept), **self.counts.as_dict()}
         if self._member is not None:

@@ -5,11 +5,14 @@ up after default_api_timeout_ms with nobody waiting). close()'s two parts are li
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConsumerClosedError
 from ..liveness.closing import cancel
 from ..liveness.start_attempt import StartAttempt
+
+if TYPE_CHECKING:
+    from .._net.cluster import Cluster
 
 
 class StartOnce:
@@ -41,6 +44,11 @@ class StartOnce:
     async def _run(self) -> None:
         await self._start_once()
         self.started = True
+
+    def failures(self, connecting: Cluster | None) -> str | None:
+        """While start() has not succeeded: why ``connecting`` (the attempt's cluster) cannot reach
+        the cluster, for metrics()["bootstrap_failures"]."""
+        return None if self.started or connecting is None else connecting.bootstrap_failures()
 
     async def stop(self) -> None:
         await cancel(None if self._attempt is None else self._attempt.task)

@@ -4,14 +4,21 @@
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 KAFKA_TOPICS=orders KAFKA_GROUP_ID=billing \\
         uvicorn app:app --host 127.0.0.1 --port 8000
 
-- The lifespan starts one consumer and a task that polls it; on shutdown (SIGTERM, Ctrl-C) the
-  task finishes the batch in hand, then ``close()`` commits and leaves the group (LeaveGroup, or a
-  leave heartbeat under group_protocol="consumer"), so the group hands this worker's partitions to
-  the others at once instead of after the session timeout.
-- ``GET /health``: 200 only while the member is in a stable group AND polling in time; 503 with
-  the reason otherwise, and the last error when joining keeps failing (longer than
-  max_poll_interval_ms) or the coordinator stays unreachable (longer than session_timeout_ms).
-  Point a readiness/liveness probe at it.
+- The lifespan creates one consumer and a task that starts it and polls it, and returns at once:
+  the app serves while the task keeps trying to reach the cluster (``start()`` again every 0.25 s;
+  the consumer logs one WARNING the first time). ``WORKER_GIVE_UP_MS`` (unset or 0: never) ends the
+  process, as a SIGTERM would, when the cluster has not answered for that long. On shutdown
+  (SIGTERM, Ctrl-C), whatever the task is doing (connecting, rebalancing, processing), it finishes
+  the batch in hand within about a second, then ``close()`` commits and leaves the group
+  (LeaveGroup, or a leave heartbeat under group_protocol="consumer"), so the group hands this
+  worker's partitions to the others at once instead of after the session timeout.
+- ``GET /health`` (readiness): 200 only while the member is in a stable group AND polling in time;
+  503 with the reason otherwise: ``connecting: 127.0.0.1:9093 refused the connection (5 tries)``
+  while the cluster does not answer (``metrics()["bootstrap_failures"]``), the last error when
+  joining keeps failing (longer than max_poll_interval_ms) or the coordinator stays unreachable
+  (longer than session_timeout_ms). Point a readiness probe at it.
+- ``GET /live`` (liveness): 200 whenever the event loop answers. Point a liveness probe at it, not
+  at /health: a cluster that is down is no reason to restart the pod.
 - ``GET /metrics``: Prometheus's text format: the consumer's figures (records and bytes consumed,
   lag per partition, commits, rebalances, heartbeats, ...; see docs/prometheus.md) with
   ``client_id`` and ``group_id`` labels, plus how many records this worker processed and how many
@@ -34,6 +41,7 @@ import asyncio
 import difflib
 import logging
 import os
+import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar, Protocol
@@ -46,7 +54,7 @@ from prometheus_client.registry import Collector
 
 from aiokafka_lite import Consumer, ConsumerRecord
 from aiokafka_lite.config import settings_table
-from aiokafka_lite.errors import RecordDeserializationError
+from aiokafka_lite.errors import KafkaTimeoutError, RecordDeserializationError
 from aiokafka_lite.prometheus import TEXT_CONTENT_TYPE, ConsumerCollector
 
 log = logging.getLogger("fastapi_worker")
@@ -58,6 +66,39 @@ SETTING_NAMES = frozenset(row.name for row in settings_table())
 TOPICS_VARIABLE = "KAFKA_TOPICS"  # the example's own: comma-separated topics to subscribe to
 # poll() returns at least this often, so shutdown waits at most about this long for the loop.
 POLL_SECONDS = 1.0
+# Each start() call waits this long (the attempt goes on between calls): a shutdown while connecting
+# waits at most this long for the task.
+CONNECT_WAIT_SECONDS = 0.25
+GIVE_UP_VARIABLE = "WORKER_GIVE_UP_MS"  # the example's own: unset or 0 keeps trying to connect for ever
+
+
+def give_up_seconds(env: Mapping[str, str]) -> float | None:
+    """``WORKER_GIVE_UP_MS``: how long the worker tries to reach the cluster before it ends the
+    process (None: for ever)."""
+    value = env.get(GIVE_UP_VARIABLE, "").strip()
+    return float(value) / 1000 if value and float(value) > 0 else None
+
+
+async def connect(consumer: Any, stopping: asyncio.Event, give_up: float | None) -> bool:
+    """``consumer.start()`` (a Consumer or a ShareConsumer) until it succeeds (True) or the service
+    stops (False). Each call waits CONNECT_WAIT_SECONDS: the attempt goes on between calls; /health reads
+    why it fails from ``metrics()["bootstrap_failures"]``. Past ``give_up`` seconds the process is
+    ended as by a SIGTERM (an orchestrator restarts it) and the error is raised (/health says it)."""
+    loop = asyncio.get_running_loop()
+    deadline = None if give_up is None else loop.time() + give_up
+    while not stopping.is_set():
+        try:
+            await consumer.start(timeout=CONNECT_WAIT_SECONDS)
+        except KafkaTimeoutError as exc:
+            if deadline is not None and loop.time() >= deadline:
+                log.error("gave up reaching the cluster after %s=%.0f: %s; ending the process",
+                          GIVE_UP_VARIABLE, give_up * 1000 if give_up else 0, exc)
+                signal.raise_signal(signal.SIGTERM)  # uvicorn shuts down as for any SIGTERM
+                raise
+            continue
+        log.info("connected to the cluster")
+        return not stopping.is_set()
+    return False
 
 
 def properties_from_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -140,10 +181,12 @@ class Worker:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.consumer.start()
+        """Start the task that connects, then polls; it does not wait for the cluster."""
         self._task = asyncio.create_task(self._run(), name="kafka worker")
 
     async def _run(self) -> None:
+        if not await connect(self.consumer, self._stopping, give_up_seconds(os.environ)):
+            return
         while not self._stopping.is_set():
             try:
                 records = await self.consumer.poll(timeout=POLL_SECONDS)
@@ -164,6 +207,8 @@ class Worker:
         try:
             if self._task is not None:
                 await self._task
+        except Exception as exc:  # it had stopped by an error (/health said so); shut down anyway
+            log.error("the worker had stopped: %r", exc)
         finally:
             await self.consumer.close()
             log.info("consumer closed: offsets committed, left the group")
@@ -202,6 +247,8 @@ def health_report(metrics: Mapping[str, Any], max_poll_interval: float,
     """(healthy, reason): healthy only in a STABLE group with the last poll() within max_poll_interval."""
     if failure is not None:
         return False, f"the poll task stopped: {type(failure).__name__}: {failure}"
+    if metrics.get("started") is False:
+        return False, connecting_reason(metrics)
     group_health = metrics.get("group_health") or {}
     if group_health.get("healthy") is False:
         return False, f"{group_health['problem']}; last error: {group_health['last_error']}"
@@ -215,6 +262,11 @@ def health_report(metrics: Mapping[str, Any], max_poll_interval: float,
         return False, (f"{since:.1f} s since the last poll() exceeds max_poll_interval_ms="
                        f"{max_poll_interval * 1000:.0f}")
     return True, f"STABLE, last poll {since:.1f} s ago"
+
+
+def connecting_reason(metrics: Mapping[str, Any]) -> str:
+    """/health's reason before start() succeeded: why the consumer cannot reach the cluster."""
+    return f"connecting: {metrics.get('bootstrap_failures') or 'no bootstrap server has answered yet'}"
 
 
 def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | None = None,
@@ -243,6 +295,7 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
             await worker.stop()
 
     app = FastAPI(title=title, lifespan=lifespan)
+    app.get("/live")(live)
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -267,6 +320,11 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
         return {**worker.consumer.metrics(), **worker.figures()}
 
     return app
+
+
+async def live() -> dict[str, str]:
+    """Liveness: the event loop answers (readiness, being in the group, is /health)."""
+    return {"status": "ok"}
 
 
 logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))

@@ -4,14 +4,16 @@
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 KAFKA_TOPICS=orders KAFKA_GROUP_ID=billing \\
         PROCESS_CONCURRENCY=100 uvicorn process_app:app --host 127.0.0.1 --port 8000
 
-- The lifespan starts a consumer (auto-commit off: the processor commits the watermark) and a
+- The lifespan creates a consumer (auto-commit off: the processor commits the watermark) and a task
+  that starts it as app.py's does (the app serves at once; ``WORKER_GIVE_UP_MS``), then runs a
   Processor running :func:`handle` on up to ``PROCESS_CONCURRENCY`` records at once (default 50),
   each key's records in order (``PROCESS_ORDERING``: key, partition or none). On shutdown the
   processor stops (handlers in flight get ``drain_timeout``, the watermark is committed), then
-  ``close()`` leaves the group.
-- ``GET /health``: app.py's (a STABLE group, polled within max_poll_interval_ms: the processor
-  polls all along, however long handlers take), and 503 once the processor has stopped by an error.
-  The body adds the records in flight and held.
+  ``close()`` leaves the group; a SIGTERM while connecting closes at once.
+- ``GET /health`` (readiness): app.py's (``connecting: ...`` until the cluster answers; then a
+  STABLE group, polled within max_poll_interval_ms: the processor polls all along, however long
+  handlers take), and 503 once the processor has stopped by an error. The body adds the records in
+  flight and held. ``GET /live`` (liveness): 200 while the event loop answers.
 - ``GET /metrics``: the consumer's Prometheus figures plus the processor's (``fastapi_worker_process_*``:
   processed, failed, skipped, retries; in flight, held, paused partitions). ``GET /metrics.json``:
   ``consumer.metrics()`` with ``processing``: ``Processor.metrics()``.
@@ -29,7 +31,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from app import create_app
+from app import connect, create_app, give_up_seconds
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -61,17 +63,24 @@ class ProcessingWorker:
         self.processor = Processor(consumer, handle, on_failure=dead_letter,
                                    concurrency=int(os.environ.get("PROCESS_CONCURRENCY", "50")),
                                    ordering=os.environ.get("PROCESS_ORDERING", "key"))
+        self._stopping = asyncio.Event()
         self._task: asyncio.Task[Any] | None = None
 
     async def start(self) -> None:
-        await self.consumer.start()
-        self._task = asyncio.create_task(self.processor.run(), name="kafka processor")
+        """Start the task that connects, then runs the processor; it does not wait for the cluster."""
+        self._task = asyncio.create_task(self._run(), name="kafka processor")
+
+    async def _run(self) -> Any:
+        if not await connect(self.consumer, self._stopping, give_up_seconds(os.environ)):
+            return None  # stopped before the cluster answered
+        return await self.processor.run()
 
     async def stop(self) -> None:
+        self._stopping.set()
         self.processor.stop()
         try:
-            if self._task is not None:
-                result = await self._task
+            result = None if self._task is None else await self._task
+            if result is not None:
                 log.info("processor stopped: %d processed, %d failed, watermark committed",
                          result.processed, result.failed)
         except Exception as exc:  # it had stopped by an error (/health said so); shut down anyway

@@ -4,14 +4,18 @@
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 KAFKA_TOPICS=jobs KAFKA_GROUP_ID=workers \\
         SHARE_CONCURRENCY=32 uvicorn share_app:app --host 127.0.0.1 --port 8000
 
-- The lifespan starts a ShareConsumer (explicit acknowledgement) and a ShareProcessor running
+- The lifespan creates a ShareConsumer (explicit acknowledgement) and a task that starts it as
+  app.py's does (the app serves at once; ``WORKER_GIVE_UP_MS``), then runs a ShareProcessor running
   :func:`handle` in ``SHARE_CONCURRENCY`` worker tasks (default 16): a record whose handler returns
   is accepted; one whose handler raises is released (the broker delivers it again, to any replica)
   and, once delivered more than ``SHARE_MAX_RETRIES`` times (default 3), rejected and given to
   :func:`dead_letter`. On shutdown the processor stops (running handlers get ``drain_timeout``),
-  then ``close()`` sends the last acknowledgements and leaves the group at once.
-- ``GET /health``: 200 only while the member is in the group (STABLE) AND a worker polled within
-  max_poll_interval_ms, and the processor has not stopped by an error; 503 with the reason otherwise.
+  then ``close()`` sends the last acknowledgements and leaves the group at once; a SIGTERM while
+  connecting closes at once.
+- ``GET /health`` (readiness): 200 only while the member is in the group (STABLE) AND a worker
+  polled within max_poll_interval_ms, and the processor has not stopped by an error; 503 with the
+  reason otherwise (``connecting: ...`` until the cluster answers). ``GET /live`` (liveness): 200
+  while the event loop answers.
 - ``GET /metrics.json``: ``share.metrics()`` (the member, the share sessions, records handed out
   and held, acknowledgements) with ``processing``: ``ShareProcessor.metrics()`` (accepted, released,
   rejected, handlers in progress and the most at once).
@@ -29,7 +33,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from app import TOPICS_VARIABLE, log_ignored_env, properties_from_env
+from app import TOPICS_VARIABLE, connect, connecting_reason, give_up_seconds, live, log_ignored_env, properties_from_env
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
@@ -59,17 +63,24 @@ class ShareWorker:
         self.processor = ShareProcessor(share, handle, on_failure=dead_letter,
                                         concurrency=int(os.environ.get("SHARE_CONCURRENCY", "16")),
                                         max_retries=int(os.environ.get("SHARE_MAX_RETRIES", "3")))
+        self._stopping = asyncio.Event()
         self._task: asyncio.Task[Any] | None = None
 
     async def start(self) -> None:
-        await self.share.start()
-        self._task = asyncio.create_task(self.processor.run(), name="share processor")
+        """Start the task that connects, then runs the processor; it does not wait for the cluster."""
+        self._task = asyncio.create_task(self._run(), name="share processor")
+
+    async def _run(self) -> Any:
+        if not await connect(self.share, self._stopping, give_up_seconds(os.environ)):
+            return None  # stopped before the cluster answered
+        return await self.processor.run()
 
     async def stop(self) -> None:
+        self._stopping.set()
         self.processor.stop()
         try:
-            if self._task is not None:
-                result = await self._task
+            result = None if self._task is None else await self._task
+            if result is not None:
                 log.info("share worker stopped: %d accepted, %d released, %d rejected", result.accepted,
                          result.released, result.rejected)
         except Exception as exc:  # it had stopped by an error (/health said so); shut down anyway
@@ -88,6 +99,8 @@ def health_report(metrics: Mapping[str, Any], max_poll_interval: float,
                   failure: BaseException | None) -> tuple[bool, str]:
     if failure is not None:
         return False, f"the processor stopped: {type(failure).__name__}: {failure}"
+    if metrics.get("started") is False:
+        return False, connecting_reason(metrics)
     member = metrics.get("member") or {}
     state = member.get("group_state")
     if state != "STABLE":
@@ -116,6 +129,7 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
             await worker.stop()
 
     app = FastAPI(title="aiokafka-lite share worker", lifespan=lifespan)
+    app.get("/live")(live)
 
     @app.get("/health")
     async def health() -> JSONResponse:

@@ -1,10 +1,11 @@
 """The example service (examples/fastapi_worker) under uvicorn on a free loopback port, for the
-tests of app.py and process_app.py."""
+tests of app.py, process_app.py and share_app.py."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -45,3 +46,36 @@ async def get_or_none(http: Any, path: str) -> Any:
         return await http.get(path)
     except httpx.TransportError:
         return None
+
+
+async def health_until(http: Any, server: Any, log_path: Path, status: int, timeout: float,
+                       reason: str = "") -> tuple[Any, float]:
+    """Poll /health until it answers ``status`` with ``reason`` in its reason: (the response, the
+    seconds it took); an AssertionError naming the last answer (and the log) otherwise."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    last = None
+    while loop.time() - began < timeout:
+        if server.returncode is not None:
+            raise AssertionError(f"the app exited with {server.returncode}:\n{_text(log_path)}")
+        response = await get_or_none(http, "/health")
+        if response is not None:
+            last = response.status_code, response.text
+            if response.status_code == status and reason in response.json()["reason"]:
+                return response, loop.time() - began
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"/health did not answer {status} ({reason!r}) within {timeout} s; last: {last}\n"
+                         f"{_text(log_path)}")
+
+
+def _text(path: Path) -> str:
+    return path.read_text()
+
+
+async def sigterm_and_wait(server: Any) -> float:
+    """SIGTERM the server; the seconds until it exited."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    server.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(server.wait(), 60.0)
+    return loop.time() - began

@@ -57,6 +57,18 @@ def test_health_report_rules():
         "healthy": False, "problem": "joining group 'g' has failed for 61.0 s", "last_error": "dropped"}}
     assert report(failing, 60.0) == (False, "joining group 'g' has failed for 61.0 s; last error: dropped")
     assert report({**stable, "group_health": {"healthy": True}}, 300.0)[0] is True
+    connecting = {"started": False, "group_state": None, "seconds_since_last_poll": None,
+                  "bootstrap_failures": "127.0.0.1:9093 refused the connection (5 tries)"}
+    assert report(connecting, 60.0) == (False, "connecting: 127.0.0.1:9093 refused the connection (5 tries)")
+    assert report({**connecting, "bootstrap_failures": None}, 60.0) == (
+        False, "connecting: no bootstrap server has answered yet")
+
+
+def test_give_up_setting():
+    give_up = load_app_module().give_up_seconds
+    assert give_up({}) is None
+    assert give_up({"WORKER_GIVE_UP_MS": "0"}) is None
+    assert give_up({"WORKER_GIVE_UP_MS": "60000"}) == 60.0
 
 
 def test_properties_from_env_maps_kafka_names():
