@@ -14,13 +14,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from ..errors import BrokerError, ConfigError, KafkaError, KafkaTimeoutError
+from ..errors import BrokerError, ConfigError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from .backoff import Backoff
 from .bootstrap_tries import BootstrapTries
 from .connect_failure import fails_for_good
 from .connection import Connection
 from .exceptions import TRANSIENT
 from .failure_log import FailureLog
+from .listener_probe import sasl_listener
 from .metadata import BrokerInfo, MetadataCache
 from .options import ConnectionOptions
 from .pool import ConnectionPool
@@ -118,8 +119,14 @@ class Bootstrap:
         conn = await self.pool.open(host, port, None)
         try:
             await self.ask(conn, None)
-        except BaseException:
+        except BaseException as exc:
             await conn.close()
+            if isinstance(exc, KafkaConnectionError) and not self._tries.reached and not self.pool.closed:
+                # Closed at the first request after ApiVersions: a SASL listener does that to a
+                # client without SASL; a probe tells it from a broker going away.
+                mismatch = await sasl_listener(host, port, self.options)
+                if mismatch is not None:
+                    raise mismatch from exc
             raise
         # The bootstrap address is an advertised broker: the pool keeps the connection as its entry.
         if not await self.pool.adopt(conn, host, port):

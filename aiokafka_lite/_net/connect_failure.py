@@ -4,8 +4,11 @@ Connection.open knows which step failed (the TCP or TLS connect, ApiVersions, SA
 decides what a low-level error means: a reset during ApiVersions is a server that is not Kafka (or a
 listener that expects TLS); the same reset later is a broker going away. The error keeps its kind
 (the caller's retry rules depend on it) and gets a message naming the address and the cause.
-Whether waiting can help is decided here too: a name that does not resolve, or a certificate the
-other side rejects, will not get better by retrying.
+Whether waiting can help is decided here too: a name that does not resolve, a certificate the
+other side rejects, or a security_protocol the listener beyond doubt does not speak (a TLS alert
+answering our plaintext ApiVersions, bytes that are not TLS answering our ClientHello) will not get
+better by retrying. A listener that only closes the connection on our ClientHello may be plaintext
+Kafka or a server going away: ClosedInTlsHandshake, which listener_probe asks about.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..errors import (
     KafkaTimeoutError,
     ProtocolDecodeError,
 )
+from .frames import FrameSizeError
 from .options import ConnectionOptions
 
 # A TLS handshake takes well under a second; a peer silent for this long is most likely a plaintext
@@ -35,6 +39,13 @@ _NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NON
 # OpenSSL reasons meaning the peer answered the ClientHello with something that is not TLS.
 _NOT_TLS_REASONS = ("WRONG_VERSION_NUMBER", "UNEXPECTED_EOF", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG",
                     "HTTP_REQUEST", "UNKNOWN_PROTOCOL")
+# Those of them meaning the peer sent bytes, and the bytes are not TLS (an end of stream is not one).
+_NOT_TLS_BYTES = tuple(reason for reason in _NOT_TLS_REASONS if reason != "UNEXPECTED_EOF")
+
+
+class ClosedInTlsHandshake(KafkaConnectionError):
+    """The server closed the connection on our ClientHello: a plaintext Kafka listener does (it reads
+    the ClientHello as a frame too large to take), and so may a server going away."""
 
 
 class Step(enum.Enum):
@@ -69,8 +80,13 @@ def _explained(error: KafkaError, step: Step, address: str, options: ConnectionO
         # With TLS 1.3 the server's verdict on our certificate arrives after the handshake.
         return _certificate_rejected(address, root, options)
     if step is Step.CONNECT:
-        return _connect_failure(error, root, address, uses_tls)
+        return _connect_failure(error, root, address, options)
     if step is Step.API_VERSIONS:
+        if not uses_tls and isinstance(error, FrameSizeError) and _tls_alert(error.size):
+            return AuthenticationError(
+                f"{address} speaks TLS: it answered our ApiVersions request with a TLS alert; set "
+                f"security_protocol to SSL (or SASL_SSL if the listener takes SASL), not "
+                f"{options.security_protocol}")
         if isinstance(error, ProtocolDecodeError):
             return ProtocolDecodeError(f"{address} is not a Kafka broker: it answered ApiVersions with "
                                        f"something that is not a Kafka response ({error})")
@@ -90,7 +106,8 @@ def fails_for_good(error: BaseException) -> bool:
 
 
 def _connect_failure(error: KafkaError, root: BaseException | None, address: str,
-                     uses_tls: bool) -> KafkaError:
+                     options: ConnectionOptions) -> KafkaError:
+    uses_tls = options.uses_tls
     if isinstance(root, socket.gaierror):
         if root.errno in _NO_SUCH_HOST:
             return KafkaConnectionError(f"{address}: no such host (the name does not resolve)")
@@ -98,16 +115,21 @@ def _connect_failure(error: KafkaError, root: BaseException | None, address: str
     if _refused(root):
         return KafkaConnectionError(f"{address} refused the connection")
     if uses_tls and isinstance(root, ssl.SSLError):
-        if any(reason in _reason(root) for reason in _NOT_TLS_REASONS):
-            return KafkaConnectionError(f"{address}: TLS handshake failed ({_reason(root)}): the server "
-                                        "does not speak TLS on this port?")
+        if any(reason in _reason(root) for reason in _NOT_TLS_BYTES):
+            plain = "SASL_PLAINTEXT" if options.uses_sasl else "PLAINTEXT"
+            return AuthenticationError(f"{address}: TLS handshake failed ({_reason(root)}): the server answered "
+                                       f"our ClientHello with something that is not TLS; for a plaintext Kafka "
+                                       f"listener, set security_protocol to {plain}, not {options.security_protocol}")
+        if "UNEXPECTED_EOF" in _reason(root):  # the only one of _NOT_TLS_REASONS left: listener_probe asks
+            return ClosedInTlsHandshake(f"{address}: TLS handshake failed ({_reason(root)}): the server does not "
+                                        "speak TLS on this port?")
         return KafkaConnectionError(f"{address}: TLS handshake failed ({_reason(root)})")
     if uses_tls and isinstance(root, ConnectionAbortedError) and "handshake is taking longer" in str(root):
         return KafkaConnectionError(f"{address} did not answer the TLS handshake within {TLS_HANDSHAKE_TIMEOUT:g} s: "
                                     "the server does not speak TLS on this port?")
     if uses_tls and isinstance(root, ConnectionError | EOFError):
         # A plaintext Kafka listener reads the ClientHello as a huge frame size and hangs up.
-        return KafkaConnectionError(f"{address} closed the connection during the TLS handshake: the server "
+        return ClosedInTlsHandshake(f"{address} closed the connection during the TLS handshake: the server "
                                     "does not speak TLS on this port?")
     if isinstance(root, OSError) and root.strerror:
         return KafkaConnectionError(f"{address}: cannot connect: {root.strerror}")
@@ -146,6 +168,13 @@ def _rejects_our_certificate(exc: ssl.SSLError) -> bool:
     # TLS alerts the server sends when it does not accept the client's certificate (or its absence).
     reason = _reason(exc)
     return "ALERT" in reason and any(word in reason for word in ("CERTIFICATE", "UNKNOWN_CA"))
+
+
+def _tls_alert(size: int) -> bool:
+    """Whether a frame size's four bytes are the header of a TLS alert record: content type 21,
+    version 3.0-3.4, and the high byte of a length that an alert (2 bytes) keeps at 0."""
+    header = size.to_bytes(4, "big", signed=True)
+    return header[0] == 0x15 and header[1] == 0x03 and header[2] <= 0x04 and header[3] == 0x00
 
 
 def _reason(exc: ssl.SSLError) -> str:

@@ -37,10 +37,19 @@ class _PythonFrame:
         return bytes(self._data)
 
 
-def frame_size_error(peer: str, size: int, max_frame_bytes: int) -> ProtocolDecodeError:
+class FrameSizeError(ProtocolDecodeError):
+    """A response frame announced outside ``4..=max_frame_bytes``; ``size`` is what was announced
+    (its bytes may be something else's: a TLS record's header, see connect_failure)."""
+
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message)
+        self.size = size
+
+
+def frame_size_error(peer: str, size: int, max_frame_bytes: int) -> FrameSizeError:
     """A response frame announced outside ``4..=max_frame_bytes`` (either read side says it so)."""
-    return ProtocolDecodeError(f"{peer} announced a {size}-byte response frame; the limit is "
-                               f"{max_frame_bytes} bytes (max_frame_bytes) and the minimum 4")
+    return FrameSizeError(f"{peer} announced a {size}-byte response frame; the limit is "
+                          f"{max_frame_bytes} bytes (max_frame_bytes) and the minimum 4", size)
 
 
 def end_of_stream(mid_frame: bool) -> asyncio.IncompleteReadError:

@@ -17,6 +17,7 @@ from ..errors import ConsumerClosedError, KafkaConnectionError
 from .backoff import Backoff
 from .connection import Connection, connection_name
 from .exceptions import TRANSIENT, map_exceptions
+from .listener_probe import plaintext_listener
 from .metadata import MetadataCache
 from .monitor import ConnectionMonitor
 from .options import ConnectionOptions
@@ -124,6 +125,9 @@ class ConnectionPool:
                 await orphan.close()
             raise
         except TRANSIENT as exc:
+            mismatch = await plaintext_listener(exc, host, port, self.options)
+            if mismatch is not None:  # a TLS client on a plaintext listener: no retry will change it
+                raise mismatch from exc
             backoff.failed(time.monotonic())
             self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
             raise

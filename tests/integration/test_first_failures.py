@@ -144,11 +144,15 @@ def test_a_server_closing_at_once_is_not_kafka() -> None:
 
 
 @pytest.mark.broker("kafka")
-def test_tls_against_a_plaintext_kafka_listener(apache_kafka_broker: object) -> None:
+def test_tls_against_a_plaintext_kafka_listener_fails_at_once(apache_kafka_broker: object) -> None:
+    # The handshake is only closed; a second connection, without TLS, finds Kafka there (listener_probe).
     address = apache_kafka_broker.bootstrap_servers  # type: ignore[attr-defined]
     run = run_consume(address, "-X", "security.protocol=SSL")
-    assert_said_at_once_then_gave_up(run, address, "closed the connection during the TLS handshake: the server "
-                                     "does not speak TLS on this port?")
+    assert run.returncode == 1
+    assert run.texts() == [f"aiokafka-lite: AuthenticationError: {address} closed the connection during the TLS "
+                           "handshake, and answers Kafka requests without TLS (a PLAINTEXT listener): set "
+                           "security_protocol to PLAINTEXT, not SSL"]
+    assert run.first_after < FIRST_LINE_WITHIN, f"{run.first_after:.1f} s: retried what waiting cannot fix"
 
 
 # ---------------------------------------------------------------- what waiting cannot fix: at once

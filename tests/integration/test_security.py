@@ -322,6 +322,53 @@ async def test_sasl_against_a_listener_without_sasl_says_so_at_once(secure_kafka
     _no_secret_in(_error_texts(caught.value))
 
 
+# A security_protocol the listener does not speak: told beyond doubt by the first try (a TLS alert, a
+# handshake closed by a listener that then answers Kafka without TLS, a connection closed after
+# ApiVersions by a listener that then offers SASL mechanisms), so start() fails at once, not after
+# default_api_timeout_ms of retries.
+MISMATCHES = [
+    pytest.param("PLAINTEXT", "SSL", "speaks TLS: it answered our ApiVersions request with a TLS alert; set "
+                 "security_protocol to SSL (or SASL_SSL if the listener takes SASL), not PLAINTEXT",
+                 id="PLAINTEXT-SSL"),
+    pytest.param("SSL", "PLAINTEXT", "answers Kafka requests without TLS (a PLAINTEXT listener): set "
+                 "security_protocol to PLAINTEXT, not SSL", id="SSL-PLAINTEXT"),
+    pytest.param("SASL_SSL", "SASL_PLAINTEXT", "answers Kafka requests without TLS (a SASL_PLAINTEXT listener; its "
+                 "SASL mechanisms: |PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|): set security_protocol to "
+                 "SASL_PLAINTEXT, not SASL_SSL", id="SASL_SSL-SASL_PLAINTEXT"),
+    pytest.param("PLAINTEXT", "SASL_PLAINTEXT", "takes SASL authentication (a SASL_PLAINTEXT listener; its SASL "
+                 "mechanisms: |PLAIN|SCRAM-SHA-256|SCRAM-SHA-512|) and closed the connection at our first "
+                 "request after ApiVersions: set security_protocol to SASL_PLAINTEXT, not PLAINTEXT, and "
+                 "sasl_mechanism",
+                 id="PLAINTEXT-SASL_PLAINTEXT"),
+    pytest.param("SSL", "SASL_SSL", "takes SASL authentication (a SASL_SSL listener; its SASL mechanisms: "
+                 "SCRAM-SHA-512) and closed the connection at our first request after ApiVersions: set "
+                 "security_protocol to SASL_SSL, not SSL, and sasl_mechanism", id="SSL-SASL_SSL"),
+]
+
+
+@pytest.mark.parametrize(("protocol", "listener", "said"), MISMATCHES)
+@pytest.mark.asyncio
+async def test_a_security_protocol_the_listener_does_not_speak_fails_at_once(
+        secure_kafka: SecureKafka, protocol: str, listener: str, said: str) -> None:
+    settings: dict[str, Any] = {"ssl_cafile": str(secure_kafka.ca.cert_path)} if "SSL" in protocol else {}
+    if protocol.startswith("SASL"):
+        settings.update(sasl_mechanism="PLAIN", sasl_plain_username=PLAIN_USER, sasl_plain_password=PLAIN_PASSWORD)
+    consumer = Consumer(bootstrap_servers=secure_kafka.address(listener), security_protocol=protocol,
+                        default_api_timeout_ms=60000, **settings)
+    began = time.monotonic()
+    try:
+        with pytest.raises(AuthenticationError) as caught:
+            await asyncio.wait_for(consumer.start(), 30.0)
+    finally:
+        await consumer.close()
+    took = time.monotonic() - began
+    assert took < 5.0, f"{took:.1f} s: retried what waiting cannot fix"
+    assert str(caught.value).startswith(f"{secure_kafka.address(listener)} "), str(caught.value)
+    # "|" separates parts that must all be in the message (Kafka lists SASL mechanisms in no set order).
+    assert all(part in str(caught.value) for part in said.split("|")), str(caught.value)
+    _no_secret_in(_error_texts(caught.value))
+
+
 def test_config_repr_and_errors_mask_passwords() -> None:
     consumer = Consumer(bootstrap_servers="127.0.0.1:1", security_protocol="SASL_SSL",
                         sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="u",

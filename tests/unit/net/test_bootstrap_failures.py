@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from aiokafka_lite import Consumer
-from aiokafka_lite.errors import ConfigError, KafkaTimeoutError
+from aiokafka_lite.errors import AuthenticationError, ConfigError, KafkaTimeoutError
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -151,12 +151,14 @@ async def test_a_server_that_is_not_kafka_is_named_as_such(
 
 
 @pytest.mark.asyncio
-async def test_tls_against_a_server_that_does_not_speak_it() -> None:
+async def test_tls_against_a_server_that_does_not_speak_it_fails_fast() -> None:
+    # Bytes that are not TLS answering the ClientHello: no retry will change that (test_listener_mismatch).
     async with serving(answers_http) as address:
-        error, _ = await start_fails(address, 1.5, security_protocol="SSL")
-        assert isinstance(error, KafkaTimeoutError)
-        assert f"{address}: TLS handshake failed (WRONG_VERSION_NUMBER): the server does not speak TLS on this " \
-               "port? (" in str(error), str(error)
+        error, took = await start_fails(address, 8.0, security_protocol="SSL")
+        assert isinstance(error, AuthenticationError), repr(error)
+        assert str(error).startswith(f"{address}: TLS handshake failed (WRONG_VERSION_NUMBER): the server answered "
+                                     "our ClientHello with something that is not TLS; "), str(error)
+        assert took < 5.0
 
 
 def test_a_rebootstrap_after_the_cluster_answered_does_not_warn(caplog: pytest.LogCaptureFixture) -> None:

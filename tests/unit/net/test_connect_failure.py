@@ -5,10 +5,11 @@ from __future__ import annotations
 import socket
 import ssl
 
-from aiokafka_lite._net.connect_failure import Step, explain, fails_for_good
+from aiokafka_lite._net.connect_failure import ClosedInTlsHandshake, Step, explain, fails_for_good
 from aiokafka_lite._net.exceptions import translate
+from aiokafka_lite._net.frames import frame_size_error
 from aiokafka_lite._net.options import ConnectionOptions
-from aiokafka_lite.errors import AuthenticationError, KafkaConnectionError
+from aiokafka_lite.errors import AuthenticationError, KafkaConnectionError, ProtocolDecodeError
 
 PLAIN = ConnectionOptions()
 TLS = ConnectionOptions(security_protocol="SSL")
@@ -51,3 +52,27 @@ def test_other_tls_failures_are_retried_with_their_reason() -> None:
                    5.0)
     assert type(said) is KafkaConnectionError
     assert str(said) == "b:9093: TLS handshake failed (SSLV3_ALERT_HANDSHAKE_FAILURE)"
+
+
+def test_a_tls_alert_read_as_a_frame_size_is_a_listener_that_speaks_tls() -> None:
+    # 15 03 03 00: a TLS 1.2 alert record's header, the answer of a TLS listener to our plaintext request.
+    alert = frame_size_error("broker b:9093", 0x15030300, 100 * 1024 * 1024)
+    said = explain(alert, Step.API_VERSIONS, "b:9093", PLAIN, 5.0)
+    assert isinstance(said, AuthenticationError)
+    assert "set security_protocol to SSL (or SASL_SSL if the listener takes SASL), not PLAINTEXT" in str(said)
+    # Any other size too large is a server that is not Kafka, retried as before.
+    other = explain(frame_size_error("broker b:9093", 0x48545450, 100 * 1024 * 1024), Step.API_VERSIONS, "b:9093",
+                    PLAIN, 5.0)
+    assert type(other) is ProtocolDecodeError
+    assert str(other).startswith("b:9093 is not a Kafka broker")
+
+
+def test_a_tls_handshake_ended_without_an_answer_is_left_to_the_probe() -> None:
+    # An end of stream is no proof the server does not speak TLS (a broker going away does that too).
+    eof = _alert("UNEXPECTED_EOF_WHILE_READING")
+    said = explain(translate(eof, "connecting"), Step.CONNECT, "b:9093", TLS, 5.0)
+    assert isinstance(said, ClosedInTlsHandshake)
+    assert not fails_for_good(said)
+    wrong = explain(translate(_alert("WRONG_VERSION_NUMBER"), "connecting"), Step.CONNECT, "b:9093", TLS, 5.0)
+    assert isinstance(wrong, AuthenticationError)
+    assert str(wrong).endswith("set security_protocol to PLAINTEXT, not SSL")
