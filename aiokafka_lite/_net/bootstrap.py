@@ -98,7 +98,7 @@ class Bootstrap:
             for_good: list[KafkaError] = []
             for host, port in self.servers:
                 try:
-                    await self._from(host, port)
+                    await self._from(host, port, retry_limit)
                     tries.succeeded(f"{host}:{port}")
                     return
                 except (*TRANSIENT, BrokerError) as exc:
@@ -115,8 +115,9 @@ class Bootstrap:
             backoff.failed(time.monotonic())
             await asyncio.sleep(backoff.delay())
 
-    async def _from(self, host: str, port: int) -> None:
-        conn = await self.pool.open(host, port, None)
+    async def _from(self, host: str, port: int, retry_limit: str | None) -> None:
+        # A server silent to ApiVersions is said a few seconds in, not at request_timeout_ms.
+        conn = await self.pool.open(host, port, None, lambda silence: self._tries.waiting(silence, retry_limit))
         try:
             await self.ask(conn, None)
         except BaseException as exc:

@@ -46,6 +46,13 @@ class BootstrapTries:
             limit = retry_limit or self.retry_limit
             self._first_contact.failed(cause, then=f"still trying for {limit}" if limit else "still trying")
 
+    def waiting(self, cause: object, retry_limit: str | None = None) -> None:
+        """A server has not answered yet and that is already news (a server that accepted the
+        connection and is silent): said as ``say`` would, while its attempt still waits; not counted."""
+        if not self.reached:
+            limit = retry_limit or self.retry_limit
+            self._first_contact.pending(cause, then=f"still trying for {limit}" if limit else "still trying")
+
     def succeeded(self, server: str) -> None:
         self._first_contact.recovered(detail=f"{server} answered")
         self.reached = True

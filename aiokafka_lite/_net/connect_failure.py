@@ -99,6 +99,14 @@ def _explained(error: KafkaError, step: Step, address: str, options: ConnectionO
     return error
 
 
+def api_versions_unanswered(address: str, silent_for: float, seconds: float | None) -> str:
+    """What to say when ``address`` took the connection and has not answered ApiVersions for
+    ``silent_for`` seconds, while Connection.open keeps waiting up to ``seconds``."""
+    waiting = "" if seconds is None else f"; waiting up to {seconds:g} s for it (request_timeout_ms)"
+    return (f"{address} accepted the connection but has not answered ApiVersions for {silent_for:g} s "
+            f"(not a Kafka broker?){waiting}")
+
+
 def fails_for_good(error: BaseException) -> bool:
     """Whether retrying the same address cannot help: a host name that does not resolve."""
     root = _low_level_cause(error)

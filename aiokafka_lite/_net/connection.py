@@ -22,13 +22,14 @@ Design choices:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import (
     KafkaConnectionError,
@@ -38,7 +39,7 @@ from ..errors import (
 )
 from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
 from ..protocol.messages.api_versions import API_VERSIONS
-from .connect_failure import TLS_HANDSHAKE_TIMEOUT, Step, explain
+from .connect_failure import TLS_HANDSHAKE_TIMEOUT, Step, api_versions_unanswered, explain
 from .exceptions import map_exceptions, translate
 from .frame_thread import ThreadedFrames
 from .frame_thread import available as frame_thread_available
@@ -48,6 +49,9 @@ from .negotiation import api_versions_body, api_versions_ranges, api_versions_re
 from .options import ConnectionOptions
 from .sasl import next_request, sasl_exchange, session_lifetime
 from .tls import build_ssl_context
+
+if TYPE_CHECKING:
+    from .oauth import OAuthTokens
 
 log = logging.getLogger("aiokafka_lite.net")
 
@@ -65,6 +69,9 @@ DEFAULT: Final = RequestTimeoutDefault()
 Timeout = float | None | RequestTimeoutDefault
 
 REAUTH_MIN_INTERVAL = 1.05  # seconds: Kafka refuses re-authentications less than 1 s apart
+# A broker answers ApiVersions in milliseconds: a server that took the connection and is silent this
+# long is news at once (most likely not Kafka), though open() waits on for a slow broker's answer.
+SILENCE_SAID_AFTER = 2.0
 
 
 @dataclass(slots=True)
@@ -119,14 +126,18 @@ class Connection:
     async def open(cls, host: str, port: int, options: ConnectionOptions, *,
                    timeout: Timeout = DEFAULT,
                    node_id: int | None = None,
-                   monitor: ConnectionMonitor | None = None) -> Connection:
-        """Connect, negotiate API versions and authenticate, all within one ``timeout``."""
+                   monitor: ConnectionMonitor | None = None,
+                   on_silence: Callable[[str], None] | None = None) -> Connection:
+        """Connect, negotiate API versions and authenticate, all within one ``timeout``; an
+        OAUTHBEARER token is not the broker's to give, so the provider has its own (request_timeout),
+        whose error names it. ``on_silence`` is told once, SILENCE_SAID_AFTER seconds into an
+        unanswered ApiVersions, what that means; waiting goes on to the timeout."""
         seconds = options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
         ssl_context = build_ssl_context(options)
         step = Step.CONNECT  # the failing step tells what an error means (connect_failure)
         try:
             with map_exceptions(f"connecting to {connection_name(host, port, node_id)}", seconds):
-                async with asyncio.timeout(seconds):
+                async with asyncio.timeout(seconds) as budget:
                     name = connection_name(host, port, node_id)
                     transport, frames = await asyncio.get_running_loop().create_connection(
                         lambda: FrameProtocol(options.max_frame_bytes, lambda: name),
@@ -135,11 +146,12 @@ class Connection:
                     conn = cls(host, port, transport, frames, options, node_id, monitor)
                     try:
                         step = Step.API_VERSIONS
-                        await conn._negotiate_versions()
+                        with _told_if_silent(on_silence, address_name(host, port, node_id), seconds):
+                            await conn._negotiate_versions()
                         if options.uses_sasl:
                             if options.oauth_tokens is not None and options.sasl_mechanism == "OAUTHBEARER":
                                 step = Step.TOKEN  # its failures are the provider's, not the broker's
-                                await options.oauth_tokens.token()
+                                await _token_off_the_clock(budget, options.oauth_tokens)
                             step = Step.SASL
                             await conn._authenticate()
                     except BaseException:
@@ -442,6 +454,33 @@ class Connection:
 
     def __str__(self) -> str:
         return connection_name(self.host, self.port, self.node_id)
+
+
+@contextlib.contextmanager
+def _told_if_silent(on_silence: Callable[[str], None] | None, address: str,
+                    seconds: float | None) -> Iterator[None]:
+    """Tell ``on_silence`` once if the ApiVersions exchange inside lasts SILENCE_SAID_AFTER s."""
+    after = SILENCE_SAID_AFTER
+    if on_silence is None or (seconds is not None and seconds <= after):
+        yield  # the timeout comes first and says it
+        return
+    timer = asyncio.get_running_loop().call_later(
+        after, lambda: on_silence(api_versions_unanswered(address, after, seconds)))
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+async def _token_off_the_clock(budget: asyncio.Timeout, tokens: OAuthTokens) -> None:
+    """Fetch the OAUTHBEARER token with open()'s ``budget`` paused: the provider is bounded by its
+    own timeout (request_timeout), whose error names the provider, not a broker giving "no answer"."""
+    loop = asyncio.get_running_loop()
+    deadline, started = budget.when(), loop.time()
+    budget.reschedule(None)
+    await tokens.token()
+    if deadline is not None:
+        budget.reschedule(deadline + loop.time() - started)
 
 
 def connection_name(host: str, port: int, node_id: int | None) -> str:

@@ -54,8 +54,24 @@ class FailureLog:
         else:
             self.logger.debug("%s: %s%s", self.subject, text, _streak(self.failures, lasted))
 
-    def _persistent(self, lasted: float) -> bool:
-        return (self.warn_after_failures is not None and self.failures >= self.warn_after_failures
+    def pending(self, error: object, now: float | None = None, then: str = "") -> None:
+        """An attempt still under way already looks like a failure (a server silent for a while):
+        said now, at WARNING if its failure would be, once in the streak (DEBUG after). Not counted:
+        the attempt's end is, as ``failed`` or ``recovered``."""
+        now = self.clock() if now is None else now
+        if self.failing_since is None:
+            self.failing_since = now
+        self.last_error = str(error)
+        text = f"{error}; {then}" if then else error
+        if not self.warned and self._persistent(now - self.failing_since, self.failures + 1):
+            self.warned = True
+            self.logger.warning("%s: %s", self.subject, text)
+        else:
+            self.logger.debug("%s: %s", self.subject, text)
+
+    def _persistent(self, lasted: float, failures: int | None = None) -> bool:
+        failures = self.failures if failures is None else failures
+        return (self.warn_after_failures is not None and failures >= self.warn_after_failures
                 and lasted >= self.warn_after_seconds)
 
     def recovered(self, now: float | None = None, detail: str = "") -> None:
@@ -63,9 +79,9 @@ class FailureLog:
         if self.failing_since is None:
             return
         now = self.clock() if now is None else now
-        self.logger.info("%s: recovered%s after %d failure%s in %.1f s (last: %s)", self.subject,
-                         f" ({detail})" if detail else "", self.failures,
-                         "" if self.failures == 1 else "s", now - self.failing_since, self.last_error)
+        counted = "" if not self.failures else f" {self.failures} failure{'' if self.failures == 1 else 's'} in"
+        self.logger.info("%s: recovered%s after%s %.1f s (last: %s)", self.subject,
+                         f" ({detail})" if detail else "", counted, now - self.failing_since, self.last_error)
         self.failures = 0
         self.failing_since = None
         self.warned = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..errors import ConsumerClosedError, KafkaConnectionError
 from .backoff import Backoff
@@ -103,8 +103,9 @@ class ConnectionPool:
         idle = self.options.connections_max_idle
         return idle is None or conn.in_flight > 0 or time.monotonic() - conn.last_used < idle
 
-    async def open(self, host: str, port: int, node_id: int | None) -> Connection:
-        """Connection.open, honouring the reconnect backoff of this address."""
+    async def open(self, host: str, port: int, node_id: int | None,
+                   on_silence: Callable[[str], None] | None = None) -> Connection:
+        """Connection.open (``on_silence``: its), honouring the reconnect backoff of this address."""
         backoff = self._backoffs.setdefault(
             (host, port), Backoff(self.options.reconnect_backoff, self.options.reconnect_backoff_max))
         wait = backoff.wait_time(time.monotonic())
@@ -113,8 +114,8 @@ class ConnectionPool:
         self.check_open()
         # A task of the pool's own, so that close() can end it: a connection that finished
         # opening after close() returned would leave its socket and reader task behind.
-        opening = asyncio.create_task(Connection.open(host, port, self.options, node_id=node_id,
-                                                      monitor=self.monitor), name="aiokafka-lite connect")
+        opening = asyncio.create_task(Connection.open(host, port, self.options, node_id=node_id, monitor=self.monitor,
+                                                      on_silence=on_silence), name="aiokafka-lite connect")
         self._opening.add(opening)
         opening.add_done_callback(self._opening.discard)
         try:

@@ -246,6 +246,31 @@ async def test_a_provider_is_bounded_by_the_request_timeout() -> None:
         await OAuthTokens(never, timeout=0.05).token()
 
 
+@pytest.mark.asyncio
+async def test_a_provider_that_hangs_while_connecting_is_named_not_the_broker() -> None:
+    """The broker answered ApiVersions at once; the provider never returns: the connecting call's
+    error names the provider and its bound (request_timeout_ms), not a broker that gave "no answer"."""
+    from aiokafka_lite._net import Connection
+
+    from .test_connection import FakeBroker, Peer, hold_open
+
+    async def never() -> OAuthBearerToken:
+        await asyncio.Event().wait()
+        raise AssertionError
+
+    async def answers_api_versions(peer: Peer) -> None:
+        await peer.answer_api_versions()
+        await hold_open(peer)
+
+    options = ConnectionOptions(security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
+                                sasl_oauth_token_provider=never, request_timeout=1.0)
+    async with FakeBroker(answers_api_versions) as broker:
+        with pytest.raises(KafkaTimeoutError) as caught:
+            await Connection.open("127.0.0.1", broker.port, options)
+    assert "no answer" not in str(caught.value), str(caught.value)
+    assert str(caught.value) == "the OAUTHBEARER token provider gave no token within 1 s (request_timeout_ms)"
+
+
 # ---------------------------------------------------------------- client credentials (KIP-768)
 
 @pytest.mark.asyncio
