@@ -94,8 +94,8 @@ class ArrowUnavailableError(KafkaError, ImportError):
     """Arrow output was asked for but neither the native extension nor pyarrow is there to build it."""
 
     def __init__(self, detail: str = "") -> None:
-        hint = ("Arrow output needs pyarrow (pip install 'aiokafka-lite[arrow]') or the native extension "
-                "(reinstall aiokafka-lite with a Rust toolchain present)")
+        hint = ("Arrow output needs pyarrow (pip install '.[arrow]' in the aiokafka-lite clone) or the native "
+                "extension (reinstall aiokafka-lite with a Rust toolchain present)")
         super().__init__(f"{hint}: {detail}" if detail else hint)
 
 

@@ -12,7 +12,7 @@ each connection signs in again before its session ends (KIP-368), as for any tok
                         security_protocol="SASL_SSL", sasl_mechanism="OAUTHBEARER",
                         sasl_oauth_token_provider=MskIamTokenProvider("us-east-1"))
 
-Install with ``pip install 'aiokafka-lite[msk-iam]'``; only this module imports the signer (and
+Install with ``pip install '.[msk-iam]'`` in the aiokafka-lite clone; only this module imports the signer (and
 boto3), so the core does without it. Signing is local (no request to AWS with static credentials);
 finding the credentials may ask STS or the instance metadata service, so it runs in a thread.
 """
@@ -33,7 +33,7 @@ def _signer() -> Any:
         from aws_msk_iam_sasl_signer import MSKAuthTokenProvider
     except ImportError:
         raise ConfigError("MSK IAM sign-in needs the aws-msk-iam-sasl-signer-python package: "
-                          "pip install 'aiokafka-lite[msk-iam]'") from None
+                          "pip install '.[msk-iam]' in the aiokafka-lite clone") from None
     return MSKAuthTokenProvider
 
 

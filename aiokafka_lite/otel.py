@@ -28,7 +28,8 @@ try:
     from opentelemetry.propagators.textmap import Getter
     from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides the package
-    raise ImportError("aiokafka_lite.otel needs opentelemetry-api: pip install 'aiokafka-lite[otel]'") from exc
+    raise ImportError("aiokafka_lite.otel needs opentelemetry-api: "
+                      "pip install '.[otel]' in the aiokafka-lite clone") from exc
 
 from .errors import ConsumerClosedError, InvalidArgumentError
 from .structs import ConsumerRecord, ConsumerRecords, OffsetAndMetadata, TopicPartition

@@ -10,8 +10,8 @@ by a later run. ``--once`` processes what is in the topic now and stops (``avail
 it the query runs until Ctrl-C. The checkpoint (``OUT/_checkpoint`` unless ``--checkpoint``) makes a
 rerun continue exactly where the last one stopped.
 
-Needs ``pip install 'aiokafka-lite[spark]'`` and Java 17; ``--produce-sample`` also needs
-``aiokafka-lite[testing]`` (it writes sample records with confluent-kafka).
+Needs ``pip install '.[spark]'`` in the aiokafka-lite clone and Java 17; ``--produce-sample`` also needs
+the ``testing`` extra (it writes sample records with confluent-kafka).
 """
 
 from __future__ import annotations

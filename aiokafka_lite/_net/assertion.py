@@ -101,7 +101,7 @@ def _load_key(path: str, passphrase: str | None, algorithm: str) -> Any:
         from cryptography.hazmat.primitives.serialization import load_pem_private_key
     except ImportError:
         raise ConfigError("signing an OAuth assertion needs the 'cryptography' package: "
-                          "pip install 'aiokafka-lite[oauth-assertion]'") from None
+                          "pip install '.[oauth-assertion]' in the aiokafka-lite clone") from None
     try:
         data = Path(path).read_bytes()
     except OSError as exc:

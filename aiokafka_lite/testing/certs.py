@@ -30,7 +30,7 @@ def _crypto() -> Any:
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise BrokerUnavailable("generating test certificates needs the 'cryptography' package "
-                                "(pip install 'aiokafka-lite[testing]')") from exc
+                                "(pip install '.[testing]' in the aiokafka-lite clone)") from exc
     return x509, hashes, serialization, ec, ExtendedKeyUsageOID, NameOID
 
 

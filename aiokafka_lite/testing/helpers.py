@@ -31,7 +31,7 @@ def _confluent() -> Any:
         import confluent_kafka.admin
     except ImportError as exc:
         raise RuntimeError(
-            "these helpers need confluent-kafka: pip install 'aiokafka-lite[testing]'") from exc
+            "these helpers need confluent-kafka: pip install '.[testing]' in the aiokafka-lite clone") from exc
     return confluent_kafka
 
 

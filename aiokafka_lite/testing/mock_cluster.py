@@ -1,6 +1,6 @@
 """librdkafka's in-process mock Kafka cluster, driven through ctypes, for fault-injection tests.
 
-The shared library comes from the confluent-kafka wheel (``pip install aiokafka-lite[testing]``).
+The shared library comes from the confluent-kafka wheel (``pip install '.[testing]'`` in the aiokafka-lite clone).
 The mock brokers run on librdkafka threads inside this Python process and listen on 127.0.0.1::
 
     with MockCluster(num_brokers=3) as cluster:
@@ -94,7 +94,7 @@ def find_librdkafka() -> str:
         import confluent_kafka
     except ImportError as exc:
         raise BrokerUnavailable(
-            "the mock cluster needs confluent-kafka: pip install 'aiokafka-lite[testing]'") from exc
+            "the mock cluster needs confluent-kafka: pip install '.[testing]' in the aiokafka-lite clone") from exc
     site = os.path.dirname(os.path.dirname(os.path.abspath(confluent_kafka.__file__)))
     candidates = sorted(glob.glob(os.path.join(site, "confluent_kafka.libs", "librdkafka*.so*")))
     candidates += sorted(glob.glob(os.path.join(site, "confluent_kafka", ".dylibs", "librdkafka*.dylib")))

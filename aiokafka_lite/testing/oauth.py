@@ -109,7 +109,7 @@ def _rsa() -> Any:
         from cryptography.hazmat.primitives.asymmetric import rsa
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise BrokerUnavailable("OAuthServer signs tokens with the 'cryptography' package "
-                                "(pip install 'aiokafka-lite[testing]')") from exc
+                                "(pip install '.[testing]' in the aiokafka-lite clone)") from exc
     return rsa
 
 

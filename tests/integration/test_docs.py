@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_mkdocs_build_strict(tmp_path):
-    pytest.importorskip("mkdocs", reason="mkdocs is not installed: pip install 'aiokafka-lite[docs]'")
-    pytest.importorskip("mkdocstrings", reason="mkdocstrings is not installed: pip install 'aiokafka-lite[docs]'")
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed: pip install '.[docs]' in the aiokafka-lite clone")
+    pytest.importorskip("mkdocstrings",
+                        reason="mkdocstrings is not installed: pip install '.[docs]' in the aiokafka-lite clone")
     site = tmp_path / "site"
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
                           cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)

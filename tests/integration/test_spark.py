@@ -23,7 +23,7 @@ from aiokafka_lite.testing.helpers import create_topic, produce
 
 HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None and importlib.util.find_spec("pyarrow") is not None
 needs_spark = pytest.mark.skipif(not HAS_PYSPARK, reason="pyspark/pyarrow not installed: "
-                                 "pip install 'aiokafka-lite[spark]'")
+                                 "pip install '.[spark]' in the aiokafka-lite clone")
 
 FORMAT = "aiokafka_lite"
 
@@ -110,7 +110,7 @@ def _spark_kafka_jars() -> tuple[str | None, list[str]]:
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     if not HAS_PYSPARK:
-        pytest.skip("pyspark/pyarrow not installed: pip install 'aiokafka-lite[spark]'")
+        pytest.skip("pyspark/pyarrow not installed: pip install '.[spark]' in the aiokafka-lite clone")
     from benchmarks.spark_compare import spark_session
     kafka_source, jars = _spark_kafka_jars()
     session = spark_session(2, jars, driver_memory="768m")

@@ -109,3 +109,17 @@ def test_the_demos_missing_package_advice_matches_the_demo_extra() -> None:
 
     extra = set(PROJECT["optional-dependencies"]["demo"])
     assert {requirement for requirement, _ in PACKAGES.values()} <= extra
+
+
+# `pip install 'aiokafka-lite[NAME]'` (or without extras): the package is on no index yet, so that fails as pasted.
+FROM_AN_INDEX = re.compile(r"pip\s+install\s+(?:-\S+\s+)*['\"]?aiokafka[-_]lite(?![\w-])")
+
+
+def test_every_install_line_and_message_installs_from_the_clone() -> None:
+    """README.md, docs/, examples' READMEs and the package's messages say one form that works today:
+    ``pip install '.[NAME]'`` in the clone (or the wheel scripts/python_matrix.sh builds)."""
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").rglob("README.md")),
+             *sorted((ROOT / "examples").rglob("*.py")), *sorted((ROOT / "aiokafka_lite").rglob("*.py"))]
+    wrong = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, found.start()) + 1}: {found.group(0)!r}"
+             for path in files for text in [path.read_text()] for found in FROM_AN_INDEX.finditer(text)]
+    assert not wrong, wrong

@@ -74,7 +74,7 @@ def test_no_credentials_is_an_authentication_error_saying_so(monkeypatch: pytest
 
 def test_without_the_signer_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "aws_msk_iam_sasl_signer", None)
-    with pytest.raises(ConfigError, match=r"pip install 'aiokafka-lite\[msk-iam\]'"):
+    with pytest.raises(ConfigError, match=r"pip install '\.\[msk-iam\]' in the aiokafka-lite clone"):
         MskIamTokenProvider(REGION)
 
 

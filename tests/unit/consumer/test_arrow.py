@@ -233,7 +233,7 @@ def test_arrow_batch_wraps_a_pyarrow_batch_too() -> None:
 def test_without_pyarrow_or_native_a_typed_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setattr(native, "active", None)
-    with pytest.raises(ArrowUnavailableError, match=r"pip install 'aiokafka-lite\[arrow\]'") as caught:
+    with pytest.raises(ArrowUnavailableError, match=r"pip install '\.\[arrow\]' in the aiokafka-lite clone") as caught:
         build_arrow_batch(_sample())
     assert isinstance(caught.value, ImportError)
     assert isinstance(caught.value, KafkaError)

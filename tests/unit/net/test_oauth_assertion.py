@@ -75,7 +75,7 @@ def test_without_cryptography_signing_says_which_extra_to_install(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     key_file = _pem(RSA_KEY, tmp_path / "k.pem")
     monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.serialization", None)
-    with pytest.raises(ConfigError, match=r"pip install 'aiokafka-lite\[oauth-assertion\]'"):
+    with pytest.raises(ConfigError, match=r"pip install '\.\[oauth-assertion\]' in the aiokafka-lite clone"):
         AssertionSource(private_key_file=key_file)
 
 

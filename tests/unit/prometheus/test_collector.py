@@ -315,4 +315,4 @@ def test_without_prometheus_client_the_import_says_which_extra_to_install():
     code = ("import sys; sys.modules['prometheus_client'] = None\n"
             "try:\n    import aiokafka_lite.prometheus\nexcept ImportError as exc:\n    print(exc)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert "pip install 'aiokafka-lite[prometheus]'" in out.stdout
+    assert "pip install '.[prometheus]' in the aiokafka-lite clone" in out.stdout
