@@ -159,7 +159,7 @@ class Consumer:
         self._closing.forcing = True
         await self._startup.stop()  # first: nothing it would open is left open
         await close_by_force(self._poll_steps, self._unsubscribing, self._commits, self._member, self._stall,
-                             self._side_tasks, self._telemetry, self._fetcher, self._cluster, operation)
+                             self._side_tasks, self._telemetry, self._fetcher, self._offsets, self._cluster, operation)
 
     def _cluster_or_fail(self) -> Cluster:
         if self._cluster is None:

@@ -22,6 +22,7 @@ from .wiring import make_cluster
 
 if TYPE_CHECKING:
     from ..fetch.fetcher import Fetcher
+    from ..fetch.offset_lookup import OffsetLookup
     from ..group.member import GroupMember
     from ..liveness.stall import StallMonitor
     from .commits import Commits
@@ -113,7 +114,8 @@ class SideTasks:
 
 async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, commits: Commits,
                          member: GroupMember | None, stall: StallMonitor, side_tasks: SideTasks,
-                         telemetry: MetricsPush, fetcher: Fetcher | None, cluster: Cluster | None,
+                         telemetry: MetricsPush, fetcher: Fetcher | None, offsets: OffsetLookup | None,
+                         cluster: Cluster | None,
                          operation: GroupMembershipOperation = GroupMembershipOperation.DEFAULT) -> None:
     """The forced part of close(), once the start attempt is stopped: cancel and await every
     task the consumer owns, close every connection."""
@@ -130,5 +132,7 @@ async def close_by_force(poll_steps: PollSteps, unsubscribing: UnsubscribeTask, 
     await telemetry.close()  # its terminating push was the graceful part's
     if fetcher is not None:
         await fetcher.close()
+    if offsets is not None:
+        await offsets.close()
     if cluster is not None:
         await cluster.close()

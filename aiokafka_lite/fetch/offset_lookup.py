@@ -21,8 +21,10 @@ from .._net.backoff import Backoff
 from ..errors import (
     ERROR_CODE_BY_NAME,
     BrokerError,
+    ConsumerClosedError,
     InvalidArgumentError,
     KafkaConnectionError,
+    KafkaError,
     KafkaTimeoutError,
     NoOffsetForPartitionError,
 )
@@ -96,6 +98,10 @@ class OffsetLookup:
         self._retry_backoff = retry_backoff
         self._retry_backoff_max = retry_backoff_max
         self._request_timeout = request_timeout
+        # Each round's ListOffsets, one task per broker: close() cancels and awaits them, so none
+        # outlives the consumer (the call that started them then ends with ConsumerClosedError).
+        self._asking: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     # ------------------------------------------------------------------ public helpers
 
@@ -195,11 +201,27 @@ class OffsetLookup:
             if leader is not None and leader >= 0:
                 by_leader[leader][tp] = ts
         fatal: list[BaseException] = []
-        async with asyncio.TaskGroup() as group:
-            for node_id, asked in by_leader.items():
-                group.create_task(self._ask_broker(node_id, asked, pending, found, fatal, scope))
+        if self._closed:
+            raise ConsumerClosedError("the consumer was closed while ListOffsets was in flight")
+        try:
+            async with asyncio.TaskGroup() as group:
+                for node_id, asked in by_leader.items():
+                    task = group.create_task(self._ask_broker(node_id, asked, pending, found, fatal, scope))
+                    self._asking.add(task)
+                    task.add_done_callback(self._asking.discard)
+        except BaseExceptionGroup as failed:  # not ours to show the caller: its first error, typed
+            raise failed.exceptions[0] from None
         if fatal:
             raise fatal[0]
+
+    async def close(self) -> None:
+        """Cancel and await the ListOffsets in flight; a lookup after this raises ConsumerClosedError."""
+        self._closed = True
+        asking = list(self._asking)
+        for task in asking:
+            task.cancel()
+        if asking:
+            await asyncio.wait(asking)
 
     async def _ask_broker(self, node_id: int, asked: dict[TopicPartition, int],
                           pending: dict[TopicPartition, int], found: dict[TopicPartition, OffsetAndTimestamp],
@@ -214,6 +236,9 @@ class OffsetLookup:
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             # Only this request's own timeout: the caller's overall timeout cancels us instead.
             log.debug("ListOffsets to broker %d failed (%s); retrying", node_id, exc)  # the connection said it
+            return
+        except KafkaError as exc:  # e.g. ConsumerClosedError: the call's error, not a TaskGroup's
+            fatal.append(exc)
             return
         for tp, answer, code in _partition_answers(response):
             if tp not in asked:
