@@ -16,6 +16,7 @@ import logging
 import math
 import numbers
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -32,6 +33,9 @@ REFRESH_JITTER = 0.05  # Java's sasl.login.refresh.window.jitter
 # An expires_at above this (the year 5138 in seconds) is milliseconds (Java's unit) or finer: taken as
 # seconds, the token would never be refreshed.
 LATEST_EXPIRY = 1e11
+# RFC 7628 3.1 kvpair: key = 1*(ALPHA); value = *(VCHAR / SP / HTAB / CR / LF), non-empty as Java asks.
+EXTENSION_KEY = re.compile(r"[A-Za-z]+")
+EXTENSION_VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
 
 
 class _Abandoned(Exception):
@@ -39,7 +43,8 @@ class _Abandoned(Exception):
 
 
 def _bad_field(token: OAuthBearerToken) -> str | None:
-    """What is wrong with a token's ``token`` or ``expires_at``, said without the token; None if nothing."""
+    """What is wrong with a token's ``token``, ``expires_at`` or ``extensions``, said without the token;
+    None if nothing."""
     value: object = token.token
     if not isinstance(value, str):
         return f"token is {type(value).__name__}: expected a str (the access token)"
@@ -54,6 +59,28 @@ def _bad_field(token: OAuthBearerToken) -> str | None:
         return f"expires_at is {seconds!r}: expected seconds since the epoch (a finite number, as time.time())"
     if seconds > LATEST_EXPIRY:
         return f"expires_at {seconds:g} looks like milliseconds; give seconds since the epoch (as time.time())"
+    if "\x01" in value:
+        return ("token holds \\x01, the SASL message's separator (RFC 7628), so it cannot be sent: "
+                "expected the access token alone")
+    return _bad_extensions(token.extensions)
+
+
+def _bad_extensions(extensions: object) -> str | None:
+    """What is wrong with a token's ``extensions`` (KIP-342), its values never said; None if nothing."""
+    if not isinstance(extensions, Mapping):
+        return f"extensions is {type(extensions).__name__}: expected a mapping of str to str"
+    for key, value in extensions.items():
+        if not isinstance(key, str):
+            return f"extensions has a key of type {type(key).__name__}: expected a mapping of str to str"
+        if key == "auth":
+            return "extensions key 'auth' is reserved for the token (RFC 7628)"
+        if not EXTENSION_KEY.fullmatch(key):
+            return f"extensions key {key[:40]!r}: expected letters only (RFC 7628: 1*ALPHA)"
+        if not isinstance(value, str):
+            return f"extensions[{key!r}] is {type(value).__name__}: expected a str"
+        if not EXTENSION_VALUE.fullmatch(value):
+            return (f"extensions[{key!r}] is empty or holds a character other than printable ASCII, "
+                    "space, tab, CR or LF (RFC 7628; \\x01 is the message's separator)")
     return None
 
 

@@ -228,6 +228,43 @@ async def test_a_token_with_a_bad_field_is_an_authentication_error_without_the_t
     assert any(field in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
 
 
+@pytest.mark.parametrize(("answer", "field"), [
+    (OAuthBearerToken(TOKEN_TEXT + "\x01auth=x", 2e9), "token holds \\x01"),
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, ["traceId"]), "extensions is list"),  # type: ignore[arg-type]
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, {1: "x"}), "extensions has a key of type int"),  # type: ignore[dict-item]
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, {"traceId": 7}), "extensions['traceId'] is int"),  # type: ignore[dict-item]
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, {"a=b": "x"}), "extensions key 'a=b'"),
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, {"trace\x01": "x"}), "extensions key 'trace\\x01'"),
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, {"trace-id": "x"}), "extensions key 'trace-id'"),
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, {"auth": "x"}), "extensions key 'auth' is reserved"),
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, {"traceId": "a\x01auth=x"}), "extensions['traceId']"),
+    (OAuthBearerToken(TOKEN_TEXT, 2e9, {"traceId": ""}), "extensions['traceId']"),
+], ids=["token-kvsep", "extensions-list", "extensions-int-key", "extensions-int-value", "key-equals",
+        "key-kvsep", "key-dash", "key-auth", "value-kvsep", "value-empty"])
+@pytest.mark.asyncio
+async def test_a_token_or_extensions_that_would_break_the_sasl_message_are_refused_by_name(
+        answer: OAuthBearerToken, field: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="aiokafka_lite"), pytest.raises(AuthenticationError) as caught:
+        await OAuthTokens(_provider(answer), timeout=1.0).token()
+    assert field in str(caught.value)
+    chain: list[BaseException] = []
+    error: BaseException | None = caught.value
+    while error is not None and error not in chain:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    shown = [str(e) for e in chain] + [repr(e) for e in chain] + [repr(e.args) for e in chain]
+    shown += [caplog.text]
+    assert all(TOKEN_TEXT not in text and "\x01" not in text for text in shown), shown
+
+
+@pytest.mark.asyncio
+async def test_extensions_with_an_equals_sign_in_the_value_are_sent() -> None:
+    # RFC 7628: value = *(VCHAR / SP / HTAB / CR / LF); '=' is a VCHAR and the key ends at the first '='.
+    token = OAuthBearerToken("t", 2e9, {"traceId": "a=b"})
+    checked = await OAuthTokens(_provider(token), timeout=1.0).token()
+    assert OAuthBearer(checked).initial_response() == b"n,,\x01auth=Bearer t\x01traceId=a=b\x01\x01"
+
+
 @pytest.mark.asyncio
 async def test_expires_at_in_seconds_far_ahead_is_still_taken() -> None:
     async def provide() -> OAuthBearerToken:
