@@ -59,7 +59,9 @@ class ConsumerCollector(Collector):
     yourself)."""
 
     def __init__(self, consumers: Iterable[HasMetrics] = (), registry: CollectorRegistry | None = None) -> None:
-        self._consumers: list[weakref.ref[HasMetrics]] = []
+        # Each covered consumer with its (client_id, group_id), read once when added: they are fixed
+        # for a consumer's life, and add() compares them under the lock without calling metrics().
+        self._consumers: list[tuple[weakref.ref[HasMetrics], tuple[str, str]]] = []
         # Taken by whatever changes _consumers, never while calling a consumer's metrics(): a scrape
         # may run on prometheus_client's own thread while add() runs on the event loop's.
         self._lock = threading.Lock()
@@ -74,24 +76,27 @@ class ConsumerCollector(Collector):
         from the consumers already covered (InvalidArgumentError otherwise: Prometheus would
         refuse the scrape)."""
         labels = consumer_labels(consumer.metrics())
-        for other, snapshot in self._snapshots():
-            if other is consumer:
-                return
-            if consumer_labels(snapshot) == labels:
-                raise InvalidArgumentError(
-                    f"another consumer with client_id={labels[0]!r} and group_id={labels[1]!r} is already "
-                    "registered: give each consumer its own client_id")
+        self._snapshots()  # forgets the closed consumers first: their labels are free again
+        # Checked and appended under one lock: two add()s of look-alikes at once (two threads) cannot
+        # both pass, whatever the scrapes and metrics() calls between them.
         with self._lock:
-            if all(ref() is not consumer for ref in self._consumers):  # not added meanwhile
-                self._consumers.append(weakref.ref(consumer))
+            for ref, other_labels in self._consumers:
+                other = ref()
+                if other is consumer:
+                    return
+                if other is not None and other_labels == labels:
+                    raise InvalidArgumentError(
+                        f"another consumer with client_id={labels[0]!r} and group_id={labels[1]!r} is already "
+                        "registered: give each consumer its own client_id")
+            self._consumers.append((weakref.ref(consumer), labels))
 
     def remove(self, consumer: HasMetrics) -> None:
         """Stop covering `consumer` (no error if it was not covered)."""
         with self._lock:
-            self._consumers = [ref for ref in self._consumers if ref() not in (None, consumer)]
+            self._consumers = [entry for entry in self._consumers if entry[0]() not in (None, consumer)]
 
     def __len__(self) -> int:
-        return sum(1 for ref in self._consumers if ref() is not None)
+        return sum(1 for ref, _ in self._consumers if ref() is not None)
 
     def collect(self) -> list[Metric]:
         return metric_families(self._samples())
@@ -114,7 +119,7 @@ class ConsumerCollector(Collector):
         """Each live, open consumer's metrics(); closed and collected ones are forgotten here. Only
         those: a consumer added while the metrics() calls ran stays (and is read at the next scrape)."""
         with self._lock:
-            refs = list(self._consumers)
+            refs = [ref for ref, _ in self._consumers]
         gone: set[int] = set()  # ids of refs in `refs`, which holds them until the end
         out: list[tuple[HasMetrics, dict[str, Any]]] = []
         for ref in refs:
@@ -127,19 +132,23 @@ class ConsumerCollector(Collector):
             gone.add(id(ref))
         if gone:
             with self._lock:
-                self._consumers = [ref for ref in self._consumers if id(ref) not in gone]
+                self._consumers = [entry for entry in self._consumers if id(entry[0]) not in gone]
         return out
 
 
 _collectors: weakref.WeakKeyDictionary[CollectorRegistry, ConsumerCollector] = weakref.WeakKeyDictionary()
+# Held while register() makes a registry's collector: two threads' first register() into one registry
+# would otherwise make two (the second refused by the registry as duplicated timeseries).
+_collectors_lock = threading.Lock()
 
 
 def register(consumer: HasMetrics, registry: CollectorRegistry = REGISTRY) -> ConsumerCollector:
     """Expose `consumer` in `registry`, through the one ConsumerCollector this module keeps for
     that registry (made and registered on first use); returns it."""
-    collector = _collectors.get(registry)
-    if collector is None:
-        collector = _collectors[registry] = ConsumerCollector(registry=registry)
+    with _collectors_lock:
+        collector = _collectors.get(registry)
+        if collector is None:
+            collector = _collectors[registry] = ConsumerCollector(registry=registry)
     collector.add(consumer)
     return collector
 

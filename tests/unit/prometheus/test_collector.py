@@ -3,6 +3,7 @@ a snapshot lacks, the collector's bookkeeping, and its own text writer against p
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import subprocess
@@ -273,6 +274,85 @@ def test_a_consumer_registered_by_a_metrics_call_is_not_lost():
     collector.collect()  # registers `late`, which the scrapes from the next one on expose
     assert len(collector) == 2
     assert {dict(k[1])["client_id"] for k in scrape(collector)} == {"registering", "late"}
+
+
+def test_the_same_client_and_group_added_at_once_from_two_threads_is_refused_once():
+    """Two add()s of look-alike consumers, each having checked the covered consumers before either
+    appended: a covered consumer's metrics() holds each thread's check at a barrier until both are
+    inside it, so the interleaving is the same on every run. Exactly one wins."""
+    arrived = threading.Barrier(2, timeout=10)
+
+    class Meeting(FakeConsumer):  # read by both add()s' duplicate checks: they meet in there
+        armed = False
+
+        def metrics(self) -> dict[str, Any]:
+            if self.armed and threading.current_thread().name.startswith("add-"):
+                arrived.wait()
+            return super().metrics()
+
+    covered = Meeting(stable_snapshot("covered"))
+    collector = ConsumerCollector([covered])
+    covered.armed = True
+    twins = [FakeConsumer(stable_snapshot("twin")) for _ in range(2)]
+    outcomes: list[BaseException | None] = []
+
+    def add(consumer: FakeConsumer) -> None:
+        try:
+            collector.add(consumer)
+        except BaseException as exc:  # said by the assertions below
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+
+    threads = [threading.Thread(target=add, args=(twin,), name=f"add-{i}") for i, twin in enumerate(twins)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    covered.armed = False
+    refused = [o for o in outcomes if o is not None]
+    assert len(outcomes) == 2
+    assert len(refused) == 1, f"both registered: {outcomes}"
+    assert isinstance(refused[0], InvalidArgumentError)
+    assert "client_id='twin' and group_id='billing'" in str(refused[0])
+    assert len(collector) == 2
+    assert {dict(k[1])["client_id"] for k in scrape(collector)} == {"covered", "twin"}
+
+
+def test_register_into_a_new_registry_from_two_threads_makes_one_collector():
+    """register()'s first use of a registry from two threads at once: one collector is made and
+    registered, and the look-alike consumer is refused with the documented error (not prometheus_client's
+    'Duplicated timeseries', nor two collectors each exposing one). The registry's register() is the
+    hook: it waits (at most 1 s) for the other thread to get there too."""
+    arrived = threading.Barrier(2, timeout=1)
+
+    class Meeting(CollectorRegistry):
+        def register(self, collector: Any) -> None:
+            with contextlib.suppress(threading.BrokenBarrierError):  # the other waits for this one: fine
+                arrived.wait()
+            super().register(collector)
+
+    registry = Meeting()
+    twins = [FakeConsumer(stable_snapshot("twin")) for _ in range(2)]
+    outcomes: list[BaseException | ConsumerCollector] = []
+
+    def run(consumer: FakeConsumer) -> None:
+        try:
+            outcomes.append(register(consumer, registry=registry))
+        except BaseException as exc:  # said by the assertions below
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=run, args=(twin,)) for twin in twins]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(outcomes) == 2
+    assert len(errors) == 1, f"both registered: {outcomes}"
+    assert isinstance(errors[0], InvalidArgumentError), repr(errors[0])
+    exposed = [k for k in samples(generate_latest(registry).decode()) if k[0] == "aiokafka_lite_polls_total"]
+    assert [dict(k[1])["client_id"] for k in exposed] == ["twin"]
 
 
 def test_register_keeps_one_collector_per_registry_and_describes_without_scraping():
