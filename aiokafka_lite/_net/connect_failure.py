@@ -107,6 +107,15 @@ def api_versions_unanswered(address: str, silent_for: float, seconds: float | No
             f"(not a Kafka broker?){waiting}")
 
 
+def tls_handshake_unanswered(address: str, silent_for: float, seconds: float | None) -> str:
+    """What to say when ``address`` took the TCP connection and has not answered our ClientHello for
+    ``silent_for`` seconds, while Connection.open keeps waiting up to ``seconds``."""
+    waiting = TLS_HANDSHAKE_TIMEOUT if seconds is None else min(seconds, TLS_HANDSHAKE_TIMEOUT)
+    why = "the TLS handshake's timeout" if waiting == TLS_HANDSHAKE_TIMEOUT else "request_timeout_ms"
+    return (f"{address} accepted the connection but has not answered the TLS handshake for {silent_for:g} s "
+            f"(not a TLS listener?); waiting up to {waiting:g} s for it ({why})")
+
+
 def fails_for_good(error: BaseException) -> bool:
     """Whether retrying the same address cannot help: a host name that does not resolve."""
     root = _low_level_cause(error)

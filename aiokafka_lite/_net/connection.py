@@ -39,7 +39,7 @@ from ..errors import (
 )
 from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
 from ..protocol.messages.api_versions import API_VERSIONS
-from .connect_failure import TLS_HANDSHAKE_TIMEOUT, Step, api_versions_unanswered, explain
+from .connect_failure import Step, api_versions_unanswered, explain, tls_handshake_unanswered
 from .exceptions import map_exceptions, translate
 from .frame_thread import ThreadedFrames
 from .frame_thread import available as frame_thread_available
@@ -48,7 +48,7 @@ from .monitor import ConnectionMonitor
 from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
 from .options import ConnectionOptions
 from .sasl import next_request, sasl_exchange, session_lifetime
-from .tls import build_ssl_context
+from .tls import build_ssl_context, open_transport
 
 if TYPE_CHECKING:
     from .oauth import OAuthTokens
@@ -131,22 +131,21 @@ class Connection:
         """Connect, negotiate API versions and authenticate, all within one ``timeout``; an
         OAUTHBEARER token is not the broker's to give, so the provider has its own (request_timeout),
         whose error names it. ``on_silence`` is told once, SILENCE_SAID_AFTER seconds into an
-        unanswered ApiVersions, what that means; waiting goes on to the timeout."""
+        unanswered TLS handshake or ApiVersions, what that means; waiting goes on to the timeout."""
         seconds = options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
         ssl_context = build_ssl_context(options)
         step = Step.CONNECT  # the failing step tells what an error means (connect_failure)
         try:
             with map_exceptions(f"connecting to {connection_name(host, port, node_id)}", seconds):
                 async with asyncio.timeout(seconds) as budget:
-                    name = connection_name(host, port, node_id)
-                    transport, frames = await asyncio.get_running_loop().create_connection(
-                        lambda: FrameProtocol(options.max_frame_bytes, lambda: name),
-                        host, port, ssl=ssl_context, server_hostname=host if ssl_context else None,
-                        ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if ssl_context else None)
+                    name, address = connection_name(host, port, node_id), address_name(host, port, node_id)
+                    transport, frames = await open_transport(
+                        lambda: FrameProtocol(options.max_frame_bytes, lambda: name), host, port, ssl_context,
+                        lambda: _told_if_silent(on_silence, tls_handshake_unanswered, address, seconds))
                     conn = cls(host, port, transport, frames, options, node_id, monitor)
                     try:
                         step = Step.API_VERSIONS
-                        with _told_if_silent(on_silence, address_name(host, port, node_id), seconds):
+                        with _told_if_silent(on_silence, api_versions_unanswered, address, seconds):
                             await conn._negotiate_versions()
                         if options.uses_sasl:
                             if options.oauth_tokens is not None and options.sasl_mechanism == "OAUTHBEARER":
@@ -457,15 +456,14 @@ class Connection:
 
 
 @contextlib.contextmanager
-def _told_if_silent(on_silence: Callable[[str], None] | None, address: str,
-                    seconds: float | None) -> Iterator[None]:
-    """Tell ``on_silence`` once if the ApiVersions exchange inside lasts SILENCE_SAID_AFTER s."""
+def _told_if_silent(on_silence: Callable[[str], None] | None, saying: Callable[[str, float, float | None], str],
+                    address: str, seconds: float | None) -> Iterator[None]:
+    """Tell ``on_silence`` once, in ``saying``'s words, if the exchange inside lasts SILENCE_SAID_AFTER s."""
     after = SILENCE_SAID_AFTER
     if on_silence is None or (seconds is not None and seconds <= after):
         yield  # the timeout comes first and says it
         return
-    timer = asyncio.get_running_loop().call_later(
-        after, lambda: on_silence(api_versions_unanswered(address, after, seconds)))
+    timer = asyncio.get_running_loop().call_later(after, lambda: on_silence(saying(address, after, seconds)))
     try:
         yield
     finally:

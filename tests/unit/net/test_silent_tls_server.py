@@ -1,0 +1,79 @@
+"""A listener that accepts the TCP connection and never answers our TLS ClientHello (a plaintext
+service that waits for more, a port of something else) is said 2 s in, once, naming the TLS
+handshake, while the attempt still waits out the handshake's own timeout (issue 41, "say why, early";
+the same as test_silent_server.py for ApiVersions)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import pytest
+
+from aiokafka_lite import Consumer
+from aiokafka_lite._net import connection
+from aiokafka_lite.errors import KafkaError
+
+from ...tcp_proxy import silent_server
+
+NOTICE = "accepted the connection but has not answered the TLS handshake for"
+SAID_WITHIN = 5.0
+
+
+def notices(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == level and r.name.startswith("aiokafka_lite") and NOTICE in r.getMessage()]
+
+
+async def said_within(caplog: pytest.LogCaptureFixture, seconds: float) -> float:
+    began = time.monotonic()
+    while not notices(caplog, logging.WARNING):
+        if time.monotonic() - began > seconds:
+            raise AssertionError(f"no WARNING naming the TLS handshake within {seconds} s: "
+                                 f"{[r.getMessage() for r in caplog.records]}")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - began
+
+
+@pytest.mark.asyncio
+async def test_a_listener_silent_to_the_client_hello_is_said_within_seconds(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="aiokafka_lite")
+    async with silent_server() as address:
+        consumer = Consumer(bootstrap_servers=address, security_protocol="SSL",
+                            request_timeout_ms=30000, default_api_timeout_ms=60000)
+        starting = asyncio.create_task(consumer.start())
+        try:
+            took = await said_within(caplog, SAID_WITHIN)
+            await asyncio.sleep(1.0)  # nothing more is said while the same handshake waits on
+            assert not starting.done(), "gave up before the handshake's timeout: it only had to say it"
+        finally:
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            await consumer.close()
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert said == [f"cannot reach the cluster yet: {address} accepted the connection but has not answered the "
+                    "TLS handshake for 2 s (not a TLS listener?); waiting up to 10 s for it (the TLS handshake's "
+                    "timeout); still trying for 60 s (default_api_timeout_ms)"], said
+    assert took < SAID_WITHIN
+
+
+@pytest.mark.asyncio
+async def test_the_tls_notice_is_said_once_however_many_handshakes_go_unanswered(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    caplog.set_level(logging.DEBUG, logger="aiokafka_lite")
+    monkeypatch.setattr(connection, "SILENCE_SAID_AFTER", 0.1)
+    async with silent_server() as address:
+        consumer = Consumer(bootstrap_servers=address, security_protocol="SSL", request_timeout_ms=300,
+                            fetch_max_wait_ms=100, reconnect_backoff_ms=10, reconnect_backoff_max_ms=50)
+        try:
+            with pytest.raises(KafkaError):
+                await consumer.start(timeout=2.0)
+        finally:
+            await consumer.close()
+    assert len(notices(caplog, logging.WARNING)) == 1, [r.getMessage() for r in caplog.records]
+    assert len(notices(caplog, logging.DEBUG)) >= 2, [r.getMessage() for r in caplog.records]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == \
+        notices(caplog, logging.WARNING)
