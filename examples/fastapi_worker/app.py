@@ -72,11 +72,33 @@ CONNECT_WAIT_SECONDS = 0.25
 GIVE_UP_VARIABLE = "WORKER_GIVE_UP_MS"  # the example's own: unset or 0 keeps trying to connect for ever
 
 
+class InvalidEnvironment(ValueError):
+    """An environment variable of the example's own with a value it cannot use."""
+
+
 def give_up_seconds(env: Mapping[str, str]) -> float | None:
     """``WORKER_GIVE_UP_MS``: how long the worker tries to reach the cluster before it ends the
-    process (None: for ever)."""
-    value = env.get(GIVE_UP_VARIABLE, "").strip()
-    return float(value) / 1000 if value and float(value) > 0 else None
+    process (None: for ever). InvalidEnvironment unless unset or a whole number of milliseconds >= 0."""
+    text = env.get(GIVE_UP_VARIABLE, "").strip()
+    if not text:
+        return None
+    try:
+        milliseconds = int(text)
+    except ValueError:
+        milliseconds = -1
+    if milliseconds < 0:
+        raise InvalidEnvironment(f"{GIVE_UP_VARIABLE}={env[GIVE_UP_VARIABLE]!r}: expected a whole number of "
+                                 "milliseconds, 0 or more (unset or 0: keep trying to reach the cluster for ever)")
+    return milliseconds / 1000 if milliseconds else None
+
+
+def exit_if_environment_invalid(env: Mapping[str, str]) -> None:
+    """At import, before uvicorn serves: a value the worker could not use ends the process with one
+    line (SystemExit's message on stderr), not a worker task that fails later behind a 503."""
+    try:
+        give_up_seconds(env)
+    except InvalidEnvironment as exc:
+        raise SystemExit(f"fastapi_worker: cannot start: {exc}") from None
 
 
 async def connect(consumer: Any, stopping: asyncio.Event, give_up: float | None) -> bool:
@@ -277,6 +299,7 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        give_up_seconds(os.environ)  # checked before anything starts (the worker reads it again)
         if properties is None:
             log_ignored_env(os.environ)
         props = dict(properties) if properties is not None else properties_from_env(os.environ)
@@ -328,4 +351,5 @@ async def live() -> dict[str, str]:
 
 
 logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
+exit_if_environment_invalid(os.environ)
 app = create_app()

@@ -31,7 +31,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from app import connect, create_app, give_up_seconds
+from app import connect, create_app, exit_if_environment_invalid, give_up_seconds
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -120,4 +120,5 @@ class ProcessingFigures(Collector):
         return counters + gauges
 
 
+exit_if_environment_invalid(os.environ)
 app = create_app(worker_type=ProcessingWorker, title="aiokafka-lite processing worker")

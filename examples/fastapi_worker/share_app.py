@@ -33,7 +33,16 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from app import TOPICS_VARIABLE, connect, connecting_reason, give_up_seconds, live, log_ignored_env, properties_from_env
+from app import (
+    TOPICS_VARIABLE,
+    connect,
+    connecting_reason,
+    exit_if_environment_invalid,
+    give_up_seconds,
+    live,
+    log_ignored_env,
+    properties_from_env,
+)
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
@@ -114,6 +123,7 @@ def health_report(metrics: Mapping[str, Any], max_poll_interval: float,
 def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        give_up_seconds(os.environ)  # checked before anything starts (the worker reads it again)
         if properties is None:
             log_ignored_env(os.environ)
         props = dict(properties) if properties is not None else properties_from_env(os.environ)
@@ -149,4 +159,5 @@ def create_app(properties: Mapping[str, str] | None = None, topics: list[str] | 
 
 
 logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
+exit_if_environment_invalid(os.environ)
 app = create_app()

@@ -116,3 +116,26 @@ async def test_worker_turns_healthy_and_consumes_once_a_late_cluster_comes_up(
     assert "consumer closed: offsets committed, left the group" in log_text
     assert "Traceback" not in log_text
     assert took < 30.0 + SIGTERM_BOUND  # the close timeout (30 s) + the bound
+
+
+@pytest.mark.parametrize("value", ["1.5s", "-100"], ids=["not-an-integer", "negative"])
+@pytest.mark.parametrize("app", APPS)
+@pytest.mark.asyncio
+async def test_an_invalid_worker_give_up_ms_stops_the_app_at_start_up_in_one_line(
+        app: str, value: str, tmp_path: Path) -> None:
+    """Under uvicorn: the app does not start (no port, no 503 from a worker task that failed), and
+    says why in one line naming the variable and its value."""
+    refused = f"127.0.0.1:{free_port()}"
+    env = _env(refused, "orders", "billing", WORKER_GIVE_UP_MS=value)
+    async with running_worker(env, tmp_path, app=app) as (server, http, log_path):
+        try:
+            await asyncio.wait_for(server.wait(), 30.0)
+        except TimeoutError:
+            response = await get_or_none(http, "/health")
+            said = None if response is None else (response.status_code, response.text)
+            raise AssertionError(f"still running 30 s in; /health: {said}\n{log_path.read_text()}") from None
+    lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+    assert server.returncode not in (0, None), lines
+    assert len(lines) == 1, lines
+    assert f"WORKER_GIVE_UP_MS={value!r}" in lines[0], lines
+    assert "whole number of milliseconds" in lines[0], lines
