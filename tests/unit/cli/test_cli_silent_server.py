@@ -40,3 +40,30 @@ def test_consume_says_at_once_that_the_server_does_not_answer_api_versions() -> 
     assert code == 130, got.decode() + err
     assert "Traceback" not in got.decode() + err
     assert out == ""
+
+
+def test_consume_says_at_once_that_the_server_does_not_answer_the_tls_handshake() -> None:
+    notice = b"accepted the connection but has not answered the TLS handshake for"
+    with socket.socket() as server:  # listens, never accepts: the ClientHello goes unanswered
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        began = time.monotonic()
+        proc = start("consume", "orders", "-b", address, "-X", "security.protocol=SSL")
+        got = b""
+        while notice not in got and time.monotonic() - began < SAID_WITHIN:
+            ready, _, _ = select.select([proc.stderr], [], [], max(SAID_WITHIN - (time.monotonic() - began), 0))
+            chunk = proc.stderr.read(65536) if ready and proc.stderr else b""
+            if not chunk:
+                break
+            got += chunk
+        took = time.monotonic() - began
+        code, out, err, _ = signal_and_wait(proc, signal.SIGINT)
+    assert notice in got, f"not said within {SAID_WITHIN} s (after {took:.1f} s): {got!r}; then {err!r}"
+    line = got.decode().splitlines()[0]
+    assert line == (f"aiokafka-lite: cannot reach the cluster yet: {address} accepted the connection but has not "
+                    "answered the TLS handshake for 2 s (not a TLS listener?); waiting up to 10 s for it (the TLS "
+                    "handshake's timeout); still trying for 60 s (default_api_timeout_ms)"), line
+    assert code == 130, got.decode() + err
+    assert "Traceback" not in got.decode() + err
+    assert out == ""
