@@ -72,32 +72,37 @@ class TcpProxy:
         self.faults: collections.Counter[str] = collections.Counter()
         self.connections = 0
         self._links: set[_Link] = set()
+        self._handlers: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # per accepted connection
         self._server: asyncio.Server | None = None
         self._reset_next_request = False
         self._garbage: bytes | None = None
         self._refuse = False
+        self._stopping = False
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     async def start(self) -> TcpProxy:
+        self._stopping = False
         self._server = await asyncio.start_server(self._on_client, "127.0.0.1", self.port,
                                                   reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
     async def stop(self) -> None:
+        self._stopping = True  # a connection accepted but not yet handed over is reset on arrival
         if self._server is not None:
             await _close_listener(self._server)
-        links = list(self._links)
-        for link in links:
-            link.reset()
-        tasks = [t for link in links for t in link.tasks]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        # Every connection's handler, including one still connecting upstream: each resets its
+        # link as it ends.
+        handlers = dict(self._handlers)
+        for handler in handlers:
+            handler.cancel()
+        if handlers:
+            await asyncio.wait(handlers)
+        for client in handlers.values():  # also the one whose handler was cancelled before it ran
+            _abort_with_rst(client)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -152,7 +157,17 @@ class TcpProxy:
 
     # ------------------------------------------------------------------ forwarding
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._stopping:
+            _abort_with_rst(writer)
+            return
+        # A task of the proxy's own, not the one asyncio would make for a coroutine callback: stop()
+        # cancels it, and Python 3.11 reports a cancelled callback task as an error in a callback.
+        handler = asyncio.get_running_loop().create_task(self._serve(reader, writer))
+        self._handlers[handler] = writer
+        handler.add_done_callback(lambda done: self._handlers.pop(done, None))
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._refuse:
             self.faults["refused"] += 1
             _abort_with_rst(writer)

@@ -59,3 +59,39 @@ async def test_a_stop_right_after_a_client_connected_leaves_no_socket(yields: in
     of its transport (gh-109564): before the fix the accepted socket was left open, every time.
     On uvloop, the proxy's reset of a link whose upstream had closed raised ValueError."""
     assert await _stop_after(yields) == (True, [], [])
+
+
+@pytest.mark.parametrize("yields", range(8))
+@pytest.mark.asyncio
+async def test_stop_ends_every_connection_handler_also_one_still_connecting_upstream(yields: int) -> None:
+    """stop() cancels and awaits each connection's handler, wherever it is: before, a handler
+    still opening its upstream connection at stop() went on to forward bytes after it, and
+    was cancelled only when the loop closed, which CPython 3.11 reports as an error in a
+    callback (the rebootstrap test's ERROR in stop 47's CI)."""
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # an upstream that keeps its connections open
+
+    upstream = await asyncio.start_server(hold, "127.0.0.1", 0)
+    proxy = await TcpProxy("127.0.0.1", upstream.sockets[0].getsockname()[1]).start()
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port)) as client:
+            for _ in range(yields):
+                await asyncio.sleep(0)
+            await proxy.stop()
+            left = [t for t in asyncio.all_tasks()
+                    if not t.done() and t.get_coro().__qualname__.startswith("TcpProxy.")]
+            assert left == [], left
+            await asyncio.sleep(0.05)
+            assert _closed_by_the_proxy(client)
+    finally:
+        for writer in held:
+            writer.close()
+        upstream.close()
+        await upstream.wait_closed()
+        loop.set_exception_handler(None)
+    assert reported == []
