@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _group_tool_parsers(group_commands: argparse._SubParsersAction[_Parser]) -> None:
     """``groups list | lag | reset-offsets`` (docs/groups.md: each beside kafka-consumer-groups.sh)."""
-    listing = group_commands.add_parser("list", help="every consumer group: type, state, members")
+    listing = group_commands.add_parser("list", help="every group (classic, consumer, share, streams): type, state, "
+                                        "members")
     listing.add_argument("--state", default=None, metavar="S[,S...]", help="only groups in these states")
     lag = group_commands.add_parser("lag", help="committed offset, log-end offset and lag per partition, and the total")
     lag.add_argument("group")

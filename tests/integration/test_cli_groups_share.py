@@ -1,0 +1,95 @@
+"""`aiokafka-lite groups list | describe | lag | reset-offsets` on a KIP-932 share group, beside Kafka's
+own tools on Apache Kafka 4.3.1: GroupsCommand (kafka-groups.sh) for the listing, ShareGroupCommand
+(kafka-share-groups.sh) for members, start offsets, lag and resets. The share group is made by our
+ShareConsumer: it reads and accepts every record of two partitions (start offset 10 on each), stays
+a member for the live checks, then leaves for the reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from aiokafka_lite import ShareConsumer
+from aiokafka_lite.testing.helpers import create_topic, produce, set_group_config
+from aiokafka_lite.testing.java_clients import run_kafka_tool
+
+pytestmark = pytest.mark.asyncio
+
+CLI = [sys.executable, "-m", "aiokafka_lite"]
+ENV = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
+GROUPS_COMMAND = "org.apache.kafka.tools.GroupsCommand"
+SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+PARTITIONS = 2
+RECORDS_PER_PARTITION = 10
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, env=ENV, check=False)
+
+
+async def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(run_cli, *args)
+
+
+async def java(tool: str, bootstrap: str, *args: str) -> str:
+    done = await asyncio.to_thread(run_kafka_tool, tool, ["--bootstrap-server", bootstrap, *args])
+    assert done.returncode == 0, done.stdout + done.stderr
+    print(f"--- {tool.rsplit('.', 1)[-1]} {' '.join(args)}\n{done.stdout}")
+    return done.stdout
+
+
+def our_json(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, done.stderr
+    print(done.stdout)
+    return json.loads(done.stdout)
+
+
+def table(stdout: str, header: str) -> list[list[str]]:
+    """The whitespace-separated rows of each table whose header starts with ``header``."""
+    rows, in_table = [], False
+    for line in stdout.splitlines():
+        if line.startswith(header):
+            in_table = True
+        elif not line.strip():
+            in_table = False
+        elif in_table:
+            rows.append(line.split())
+    return rows
+
+
+async def _read_everything(share: ShareConsumer) -> None:
+    got = 0
+    async with asyncio.timeout(60):
+        while got < PARTITIONS * RECORDS_PER_PARTITION:
+            got += len(await share.poll(timeout=1.0))
+    results = await share.commit(timeout=10)
+    assert all(error is None for error in results.values()), results
+
+
+async def test_a_share_group_is_listed_described_and_lagged_as_kafkas_tools_show_it(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str) -> None:
+    bootstrap = apache_kafka_broker.bootstrap_servers
+    create_topic(apache_kafka_broker, unique_topic, partitions=PARTITIONS)
+    produce(apache_kafka_broker, unique_topic,
+            [{"value": b"v", "partition": i % PARTITIONS} for i in range(PARTITIONS * RECORDS_PER_PARTITION)])
+    set_group_config(apache_kafka_broker, unique_group, {"share.auto.offset.reset": "earliest"})
+    async with ShareConsumer(unique_topic, bootstrap_servers=bootstrap, group_id=unique_group,
+                             client_id="share-cli-test") as share:
+        await _read_everything(share)
+        listed, our_list = await asyncio.gather(java(GROUPS_COMMAND, bootstrap, "--list"),
+                                                cli("groups", "list", "-b", bootstrap, "--format", "json"))
+        their_types = {row[0]: row[1].lower() for row in table(listed, "GROUP")}
+        mine = {g["group_id"]: g for g in our_json(our_list)}
+        assert unique_group in mine, f"{unique_group} not listed: {sorted(mine)}"
+        assert (mine[unique_group]["group_type"], mine[unique_group]["state"],
+                mine[unique_group]["members"]) == ("share", "Stable", 1)
+        for group, listing in mine.items():
+            assert listing["group_type"] == their_types.get(group, listing["group_type"]), group
+        assert their_types[unique_group] == "share"
