@@ -42,6 +42,11 @@ class ProtocolDecodeError(KafkaError):
     """Bytes from the network do not decode as the expected Kafka message."""
 
 
+class ProtocolEncodeError(KafkaError, ValueError):
+    """A request would break a limit of Kafka's protocol that brokers enforce (an array of more than
+    1,000,000 elements: Kafka 4.4 refuses it); refused before anything is sent."""
+
+
 class CorruptRecordError(ProtocolDecodeError):
     """A record batch failed its CRC or structure checks."""
 

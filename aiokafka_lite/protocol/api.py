@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ProtocolDecodeError, UnsupportedVersionError
+from ..errors import ProtocolDecodeError, ProtocolEncodeError, UnsupportedVersionError
 from .primitives import Reader, Writer
 from .schema import Struct, decode_struct, encode_struct
 
@@ -58,7 +58,10 @@ def encode_request(api: Api, version: int, correlation_id: int, client_id: str |
     flexible = api.is_flexible(version)
     if flexible:
         w.uvarint(0)  # no header tagged fields
-    encode_struct(w, api.request, body, version, flexible)
+    try:
+        encode_struct(w, api.request, body, version, flexible)
+    except ProtocolEncodeError as exc:
+        raise ProtocolEncodeError(f"cannot encode {api.name} v{version} request: {exc}") from None
     w.buf[0:4] = (len(w.buf) - 4).to_bytes(4, "big")
     return bytes(w.buf)
 
@@ -109,11 +112,7 @@ def encode_response(api: Api, version: int, correlation_id: int, body: Mapping[s
 
 
 def _skip_tagged(r: Reader) -> None:
-    count = r.uvarint()
-    if count > r.remaining:  # each tagged field takes at least one byte: never loop on a bogus count
-        r.fail(f"{count} header tagged fields cannot fit")
-        return
-    for _ in range(count):
+    for _ in range(r.tagged_field_count("header tagged fields")):
         r.uvarint()
         r.skip(r.uvarint())
 

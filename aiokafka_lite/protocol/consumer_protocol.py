@@ -13,7 +13,9 @@ Assignment    v0-3: assigned_partitions [topic string, partitions [int32]], user
 
 A newer version than ours is read as our highest one: later versions only append fields, so
 the fields we know come first and trailing bytes are ignored. Any malformed input raises
-ProtocolDecodeError; element counts are checked against the bytes left before anything is built.
+ProtocolDecodeError; element counts are checked against the bytes left, and against Kafka 4.4's
+limit of 1,000,000 elements an array (MAX_ARRAY_LENGTH), before anything is built. Encoding an array
+over that limit raises ProtocolEncodeError: Java members would refuse it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..errors import ProtocolDecodeError
+from ..errors import ProtocolDecodeError, ProtocolEncodeError
 from ..structs import TopicPartition
+from .primitives import MAX_ARRAY_LENGTH
 
 SUBSCRIPTION_VERSION = 3
 ASSIGNMENT_VERSION = 3
@@ -73,7 +76,7 @@ Assignment = ConsumerProtocolAssignment
 def encode_subscription(sub: ConsumerProtocolSubscription, version: int = SUBSCRIPTION_VERSION) -> bytes:
     _check_version(version, SUBSCRIPTION_VERSION)
     out = bytearray(_I16.pack(version))
-    out += _I32.pack(len(sub.topics))
+    out += _I32.pack(_count(len(sub.topics)))
     for topic in sub.topics:
         _write_string(out, topic)
     _write_bytes(out, sub.user_data)
@@ -99,6 +102,12 @@ def _check_version(version: int, highest: int) -> None:
         raise ValueError(f"version {version} is outside 0..{highest}")
 
 
+def _count(n: int) -> int:
+    if n > MAX_ARRAY_LENGTH:
+        raise ProtocolEncodeError(f"an array of {n} elements is over Kafka's limit of {MAX_ARRAY_LENGTH} elements")
+    return n
+
+
 def _write_string(out: bytearray, value: str | None) -> None:
     if value is None:
         out += _I16.pack(-1)
@@ -122,10 +131,10 @@ def _write_topic_partitions(out: bytearray, partitions: Iterable[TopicPartition]
     by_topic: dict[str, list[int]] = {}  # grouped by topic, in order of first appearance
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
-    out += _I32.pack(len(by_topic))
+    out += _I32.pack(_count(len(by_topic)))
     for topic, numbers in by_topic.items():
         _write_string(out, topic)
-        out += _I32.pack(len(numbers))
+        out += _I32.pack(_count(len(numbers)))
         out += struct.pack(f">{len(numbers)}i", *numbers)
 
 
@@ -196,6 +205,8 @@ class _Reader:
         n = self.int32()
         if n < 0:
             raise self._fail(f"array length {n} (arrays here are not nullable)")
+        if n > MAX_ARRAY_LENGTH:
+            raise self._fail(f"array of {n} elements is over Kafka's limit of {MAX_ARRAY_LENGTH} elements")
         if n * min_element_size > len(self._buf) - self._pos:
             raise self._fail(f"array of {n} elements cannot fit in the bytes left")
         return n

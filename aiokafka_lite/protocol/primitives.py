@@ -3,6 +3,10 @@
 The reader never raises mid-message: after the first short or malformed read it records the
 problem, returns zero values from then on, and `finish()` raises one ProtocolDecodeError. So
 decoders need no per-field checks, and a length field of 2 GB is refused, never allocated.
+
+Kafka 4.4 brokers refuse an array of more than ``MAX_ARRAY_LENGTH`` elements and a tagged-field
+section of more than ``MAX_TAGGED_FIELD_COUNT`` fields (``MessageUtil`` in Kafka's clients); the
+reader refuses the same in what it decodes, on the count alone, before reading any element.
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 
 ZERO_UUID = uuid.UUID(int=0)
+
+# Kafka 4.4's org.apache.kafka.common.protocol.MessageUtil.MAX_ARRAY_LENGTH and
+# MAX_TAGGED_FIELD_COUNT: the most elements one array, and the most tagged fields one section, may
+# hold in a request or response that a broker reads (it refuses more) or that we decode.
+MAX_ARRAY_LENGTH = 1_000_000
+MAX_TAGGED_FIELD_COUNT = 10_000
 
 
 class Writer:
@@ -247,13 +257,29 @@ class Reader:
         return self._view(n)
 
     def array_length(self, compact: bool, min_item_size: int = 1) -> int:
-        """Element count, -1 for null; refuses counts the remaining bytes cannot hold."""
+        """Element count, -1 for null; refuses counts over MAX_ARRAY_LENGTH, and counts the
+        remaining bytes cannot hold, before anything is read or allocated for the elements."""
         n = self.uvarint() - 1 if compact else self.int32()
         if n < -1:
             self.fail(f"negative array length {n}")
             return 0
+        if n > MAX_ARRAY_LENGTH:
+            self.fail(f"array of {n} elements is over Kafka's limit of {MAX_ARRAY_LENGTH} elements")
+            return 0
         if n > 0 and n * min_item_size > self.remaining:
             self.fail(f"array of {n} items cannot fit in {self.remaining} bytes")
+            return 0
+        return n
+
+    def tagged_field_count(self, what: str = "tagged fields") -> int:
+        """The count opening a tagged-field section; refuses counts over MAX_TAGGED_FIELD_COUNT,
+        and counts the remaining bytes cannot hold, before reading any field."""
+        n = self.uvarint()
+        if n > MAX_TAGGED_FIELD_COUNT:
+            self.fail(f"{n} {what} are over Kafka's limit of {MAX_TAGGED_FIELD_COUNT} tagged fields")
+            return 0
+        if n > self.remaining:
+            self.fail(f"{n} {what} cannot fit")
             return 0
         return n
 

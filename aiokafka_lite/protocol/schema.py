@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .primitives import ZERO_UUID, Reader, Writer
+from ..errors import ProtocolEncodeError
+from .primitives import MAX_ARRAY_LENGTH, ZERO_UUID, Reader, Writer
 
 ANY = 32767  # "N+" in Kafka's JSON specs
 
@@ -183,7 +184,11 @@ def _encode_value(w: Writer, t: FieldType, v: Any, version: int, flexible: bool)
     if isinstance(t, str):
         _ENCODERS[(t, flexible)](w, v)
     elif isinstance(t, Array):
-        w.array_length(None if v is None else len(v), flexible)
+        n = None if v is None else len(v)
+        if n is not None and n > MAX_ARRAY_LENGTH:
+            raise ProtocolEncodeError(f"an array of {n} elements is over Kafka's limit of {MAX_ARRAY_LENGTH} "
+                                      f"elements (brokers refuse the request)")
+        w.array_length(n, flexible)
         for item in v or ():
             _encode_value(w, t.item, item, version, flexible)
     else:
@@ -226,11 +231,7 @@ def decode_struct(r: Reader, struct: Struct, version: int, flexible: bool) -> di
 
 
 def _decode_tagged(r: Reader, tagged: dict[int, Field], out: dict[str, Any], version: int) -> None:
-    count = r.uvarint()
-    if count > r.remaining:
-        r.fail(f"{count} tagged fields cannot fit")
-        return
-    for _ in range(count):
+    for _ in range(r.tagged_field_count()):
         tag = r.uvarint()
         size = r.uvarint()
         f = tagged.get(tag)

@@ -185,13 +185,17 @@ def test_empty_subscription_is_a_decode_error() -> None:
 @pytest.mark.parametrize(("data", "reason"), [
     (b"\xff\xff" + b"\x00" * 8, "negative version"),
     (b"\x00\x00" + b"\xff\xff\xff\xff", "not nullable"),                  # null topics array
-    (b"\x00\x00" + b"\x7f\xff\xff\xff" + b"\x00" * 16, "cannot fit"),     # 2**31-1 topics
+    (b"\x00\x00" + b"\x7f\xff\xff\xff" + b"\x00" * 16, "over Kafka's limit of 1000000"),  # 2**31-1 topics
+    (b"\x00\x00" + b"\x00\x0f\x42\x41" + b"\x00" * 16, "over Kafka's limit of 1000000"),  # 1,000,001
+    (b"\x00\x00" + b"\x00\x00\x03\xe8" + b"\x00" * 16, "cannot fit"),     # 1,000 topics
     (b"\x00\x00" + b"\x00\x00\x00\x01" + b"\xff\xff", "null where"),     # null topic name
     (b"\x00\x00" + b"\x00\x00\x00\x01" + b"\xff\xfe", "string length"),  # length -2
     (b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01\xff", "UTF-8"),
     (b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xfe", "bytes length"),
     (b"\x00\x01" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x01"
-     + b"\x00\x01t" + b"\x10\x00\x00\x00", "cannot fit"),               # huge partition count
+     + b"\x00\x01t" + b"\x10\x00\x00\x00", "over Kafka's limit"),       # huge partition count
+    (b"\x00\x01" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x01"
+     + b"\x00\x01t" + b"\x00\x00\x01\x00", "cannot fit"),               # 256 partitions, no bytes
 ])
 def test_malformed_subscriptions(data: bytes, reason: str) -> None:
     with pytest.raises(ProtocolDecodeError, match=reason):
