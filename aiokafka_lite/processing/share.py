@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import ConsumerClosedError, HandlerFailedError, IllegalStateError, InvalidArgumentError, KafkaError
-from ..fetch.share_acks import AckType
-from ..fetch.share_records import ShareRecord
+from ..fetch.share.ledger import AckType
+from ..fetch.share.records import ShareRecord
 from .cancelling import as_failure, cancel_is_ours
 from .settings import check_int_at_least, check_seconds, settings_from
 from .stopping import run_until

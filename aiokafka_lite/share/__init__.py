@@ -3,8 +3,8 @@ process_share(), is aiokafka_lite.processing's."""
 
 from __future__ import annotations
 
-from ..fetch.share_acks import AckType
-from ..fetch.share_records import ShareRecord
+from ..fetch.share.ledger import AckType
+from ..fetch.share.records import ShareRecord
 from .consumer import ShareConsumer
 
 __all__ = ["AckType", "ShareConsumer", "ShareRecord"]

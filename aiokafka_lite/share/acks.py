@@ -10,9 +10,9 @@ from typing import NamedTuple, Protocol
 
 from ..config import Deserializer
 from ..errors import InvalidArgumentError, KafkaError, RecordDeserializationError
-from ..fetch.share_acks import AckType
-from ..fetch.share_fetcher import AckResults
-from ..fetch.share_records import ShareRecord
+from ..fetch.share.fetcher import AckResults
+from ..fetch.share.ledger import AckType
+from ..fetch.share.records import ShareRecord
 from ..structs import TopicPartition
 
 

@@ -1,7 +1,7 @@
 """The ShareConsumer users hold (KIP-932 share groups: queue semantics on Kafka topics).
 
 It owns a cluster, a share group member (group/share ShareMember: heartbeats, the poll-deadline
-watchdog) and a share fetcher (fetch/share_fetcher.py ShareFetcher: ShareFetch, ShareAcknowledge),
+watchdog) and a share fetcher (fetch/share/fetcher.py ShareFetcher: ShareFetch, ShareAcknowledge),
 and closes them. Several tasks may poll it, or iterate it with ``async for``, at once: each record
 is handed to one of them, and held.py keeps the acknowledgement mode per task. Every awaitable
 method is bounded (KIP-266, liveness/deadlines.py)."""
@@ -23,9 +23,9 @@ from ..errors import (
     InvalidRecordStateError,
     KafkaError,
 )
-from ..fetch.share_acks import AckType
-from ..fetch.share_fetcher import AckResults, ShareFetcher
-from ..fetch.share_records import ShareRecord
+from ..fetch.share.fetcher import AckResults, ShareFetcher
+from ..fetch.share.ledger import AckType
+from ..fetch.share.records import ShareRecord
 from ..group.share.member import ShareMember
 from ..group.share.state import State
 from ..liveness.closing import Closing, cancel

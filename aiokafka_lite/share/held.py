@@ -14,8 +14,8 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..fetch.share_acks import AckType
-from ..fetch.share_records import ShareRecord
+from ..fetch.share.ledger import AckType
+from ..fetch.share.records import ShareRecord
 
 Key = tuple[str, int, int]  # topic, partition, offset
 Owner = Any  # the asyncio.Task a record was handed to (None outside a task)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..fetch.share_records import ShareRecord
+from ..fetch.share.records import ShareRecord
 from ..structs import TopicPartition
 
 

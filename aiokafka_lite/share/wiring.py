@@ -11,7 +11,7 @@ from .._net.options import ConnectionOptions
 from ..config import ConsumerConfig
 from ..config.settings import SETTING_DEFAULTS
 from ..errors import ConfigError
-from ..fetch.share_fetcher import ShareFetcher
+from ..fetch.share.fetcher import ShareFetcher
 from ..group.share.member import ShareMember, ShareMemberSettings
 
 # Settings of the Consumer that mean nothing to a share group member: the broker owns the session

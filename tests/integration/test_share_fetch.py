@@ -1,4 +1,4 @@
-"""The share fetch path (fetch/share_fetcher.py) against Apache Kafka 4.3.1: ShareFetch in share
+"""The share fetch path (fetch/share/fetcher.py) against Apache Kafka 4.3.1: ShareFetch in share
 sessions, acquired records handed out with their delivery counts, acknowledgements piggybacked on the
 next fetch or flushed with ShareAcknowledge, redelivery after a release or a lapsed lock, and close
 ending the session. Membership is driven here with raw ShareGroupHeartbeat requests (the membership
@@ -20,9 +20,9 @@ from aiokafka_lite._net.cluster import Cluster
 from aiokafka_lite._net.connection import Connection
 from aiokafka_lite._net.options import ConnectionOptions
 from aiokafka_lite.errors import IllegalStateError
-from aiokafka_lite.fetch.share_acks import AckType
-from aiokafka_lite.fetch.share_fetcher import ShareFetcher
-from aiokafka_lite.fetch.share_records import ShareRecord
+from aiokafka_lite.fetch.share.fetcher import ShareFetcher
+from aiokafka_lite.fetch.share.ledger import AckType
+from aiokafka_lite.fetch.share.records import ShareRecord
 from aiokafka_lite.protocol import FIND_COORDINATOR, SHARE_FETCH, SHARE_GROUP_HEARTBEAT
 from aiokafka_lite.structs import TopicPartition
 from aiokafka_lite.testing.helpers import create_topic, produce, set_group_config

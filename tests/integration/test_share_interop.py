@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import ShareConsumer
-from aiokafka_lite.fetch.share_fetcher import AckResults
+from aiokafka_lite.fetch.share.fetcher import AckResults
 from aiokafka_lite.testing.helpers import create_topic, produce, set_group_config
 from aiokafka_lite.testing.java_share import ACK_TYPE, VerifiableShareConsumer
 

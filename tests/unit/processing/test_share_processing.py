@@ -15,8 +15,8 @@ from aiokafka_lite.errors import (
     InvalidArgumentError,
     KafkaError,
 )
-from aiokafka_lite.fetch.share_acks import AckType
-from aiokafka_lite.fetch.share_records import ShareRecord
+from aiokafka_lite.fetch.share.ledger import AckType
+from aiokafka_lite.fetch.share.records import ShareRecord
 from aiokafka_lite.processing import ShareProcessor, process_share
 
 from ..share.fake import record

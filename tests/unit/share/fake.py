@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from aiokafka_lite.errors import IllegalStateError
-from aiokafka_lite.fetch.share_acks import AckType
-from aiokafka_lite.fetch.share_records import ShareRecord
+from aiokafka_lite.fetch.share.ledger import AckType
+from aiokafka_lite.fetch.share.records import ShareRecord
 from aiokafka_lite.group.share.state import State
 from aiokafka_lite.structs import TopicPartition
 

@@ -17,8 +17,8 @@ from aiokafka_lite.errors import (
     KafkaError,
     RecordDeserializationError,
 )
-from aiokafka_lite.fetch.share_acks import AckType
-from aiokafka_lite.fetch.share_records import ShareRecord
+from aiokafka_lite.fetch.share.ledger import AckType
+from aiokafka_lite.fetch.share.records import ShareRecord
 from aiokafka_lite.group.share.state import State
 
 from .fake import TP, Parts, record

@@ -46,8 +46,8 @@ from hypothesis.stateful import (
 
 from aiokafka_lite import ShareConsumer, errors
 from aiokafka_lite.errors import ConsumerClosedError, HandlerFailedError, IllegalStateError, RecordDeserializationError
-from aiokafka_lite.fetch.share_acks import AckType
-from aiokafka_lite.fetch.share_records import ShareRecord
+from aiokafka_lite.fetch.share.ledger import AckType
+from aiokafka_lite.fetch.share.records import ShareRecord
 from aiokafka_lite.processing import ShareProcessor, ShareProcessResult
 from aiokafka_lite.share import consumer as share_module
 from tests.virtual_clock import VirtualClockLoop, violation

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from ..errors import KafkaError
-from ..protocol.records.decode import Buffer, PartitionRecords
-from ..structs import TopicPartition
+from ...errors import KafkaError
+from ...protocol.records.decode import Buffer, PartitionRecords
+from ...structs import TopicPartition
 
 
 class ShareRecord(NamedTuple):

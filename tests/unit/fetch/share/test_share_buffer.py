@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from aiokafka_lite.fetch.share_buffer import AcquiredBuffer
-from aiokafka_lite.fetch.share_records import AcquiredRange, AcquiredRecords
+from aiokafka_lite.fetch.share.buffer import AcquiredBuffer
+from aiokafka_lite.fetch.share.records import AcquiredRange, AcquiredRecords
 from aiokafka_lite.structs import TopicPartition
 
 A, B = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -1,7 +1,7 @@
 """The ShareFetch and ShareAcknowledge requests of a share group member, and reading their answers.
 
-``ShareFetchSettings.fetch_body()`` turns a share session's plan (share_session.py) and the
-acknowledgements going with it (share_acks.py) into a ShareFetch; ``acknowledge_body()`` makes a
+``ShareFetchSettings.fetch_body()`` turns a share session's plan (session.py) and the
+acknowledgements going with it (ledger.py) into a ShareFetch; ``acknowledge_body()`` makes a
 ShareAcknowledge. Topics go by id both ways (the share APIs have no names). No I/O here.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ERROR_CODE_BY_NAME, KafkaError, broker_error
-from ..structs import TopicPartition
-from .share_acks import Batch
-from .share_session import SharePlan
+from ...errors import ERROR_CODE_BY_NAME, KafkaError, broker_error
+from ...structs import TopicPartition
+from .ledger import Batch
+from .session import SharePlan
 
 NOT_LEADER_OR_FOLLOWER = ERROR_CODE_BY_NAME["NOT_LEADER_OR_FOLLOWER"]
 UNKNOWN_TOPIC_OR_PARTITION = ERROR_CODE_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]

@@ -1,14 +1,14 @@
 """The share group acknowledgement ledger, batch coalescing, share session epochs and acquired
-records (fetch/share_acks.py, share_session.py, share_records.py): no broker, no event loop."""
+records (fetch/share/ledger.py, session.py, records.py): no broker, no event loop."""
 
 from __future__ import annotations
 
 import pytest
 
 from aiokafka_lite.errors import IllegalStateError, InvalidArgumentError
-from aiokafka_lite.fetch.share_acks import AckType, ShareAcknowledgements, coalesce
-from aiokafka_lite.fetch.share_records import AcquiredRange, AcquiredRecords
-from aiokafka_lite.fetch.share_session import (
+from aiokafka_lite.fetch.share.ledger import AckType, ShareAcknowledgements, coalesce
+from aiokafka_lite.fetch.share.records import AcquiredRange, AcquiredRecords
+from aiokafka_lite.fetch.share.session import (
     FINAL_EPOCH,
     INVALID_SHARE_SESSION_EPOCH,
     SHARE_SESSION_NOT_FOUND,

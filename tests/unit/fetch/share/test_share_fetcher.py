@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from aiokafka_lite.errors import ERROR_CODE_BY_NAME, BrokerError, IllegalStateError
-from aiokafka_lite.fetch.share_acks import AckType
-from aiokafka_lite.fetch.share_fetcher import ShareFetcher
+from aiokafka_lite.fetch.share.fetcher import ShareFetcher
+from aiokafka_lite.fetch.share.ledger import AckType
 from aiokafka_lite.protocol.api import Api, decode_request, decode_response, encode_request, encode_response
 from aiokafka_lite.protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
 from aiokafka_lite.protocol.records.build import build_control_batch, build_record_batch

@@ -4,8 +4,8 @@ out, acknowledgements sent.
 Flow: ``assign()`` sets the partitions (from the membership); ``send_fetches()`` starts one ShareFetch
 task per leader broker with assigned partitions and none of its acquired records still waiting to be
 handed out (acquiring more than we hand out would only let locks lapse). Each request goes in that
-broker's share session (share_session.py) and carries the decisions taken since (share_acks.py) for
-the partitions acquired from it. Answers become ``AcquiredRecords`` (share_records.py), handed out by
+broker's share session (session.py) and carries the decisions taken since (ledger.py) for
+the partitions acquired from it. Answers become ``AcquiredRecords`` (records.py), handed out by
 ``fetched_records()`` as ``ShareRecord``s. ``commit()`` sends the pending decisions alone
 (ShareAcknowledge); ``close()`` cancels the tasks and ends every session with epoch -1, carrying the
 last decisions (records fetched and never handed out are released). Every request is bounded by the
@@ -21,9 +21,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._net.backoff import Backoff
-from .._net.metadata import BrokerInfo
-from ..errors import (
+from ..._net.backoff import Backoff
+from ..._net.metadata import BrokerInfo
+from ...errors import (
     BrokerError,
     IllegalStateError,
     KafkaError,
@@ -31,16 +31,16 @@ from ..errors import (
     UnsupportedVersionError,
     broker_error,
 )
-from ..liveness.deadlines import merge_within
-from ..protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
-from ..structs import TopicPartition
-from .offset_lookup import ConnectionLike
-from .requests import FetchCluster
-from .responses import transient
-from .share_acks import AckType, Batch, ShareAcknowledgements, coalesce, expand
-from .share_buffer import AcquiredBuffer
-from .share_records import AcquiredRange, AcquiredRecords, ShareRecord
-from .share_requests import (
+from ...liveness.deadlines import merge_within
+from ...protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
+from ...structs import TopicPartition
+from ..offset_lookup import ConnectionLike
+from ..requests import FetchCluster
+from ..responses import transient
+from .buffer import AcquiredBuffer
+from .ledger import AckType, Batch, ShareAcknowledgements, coalesce, expand
+from .records import AcquiredRange, AcquiredRecords, ShareRecord
+from .requests import (
     LEADER_MOVED,
     MAX_SHARE_VERSION,
     RENEW_VERSION,
@@ -49,7 +49,7 @@ from .share_requests import (
     answered_partitions,
     as_kafka_error,
 )
-from .share_session import FINAL_EPOCH, SHARE_SESSION_NOT_FOUND, ShareSession
+from .session import FINAL_EPOCH, SHARE_SESSION_NOT_FOUND, ShareSession
 
 log = logging.getLogger("aiokafka_lite.share.fetcher")
 
@@ -123,7 +123,7 @@ class ShareFetcher:
     # ------------------------------------------------------------------ fetching
 
     def send_fetches(self) -> int:
-        """Start a ShareFetch to every leader with none in flight and little buffered (share_buffer.py);
+        """Start a ShareFetch to every leader with none in flight and little buffered (buffer.py);
         returns how many started."""
         if self._closed or self._ending:
             return 0

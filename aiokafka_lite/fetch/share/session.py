@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Set
 from dataclasses import dataclass, field
 
-from ..errors import ERROR_CODE_BY_NAME
-from ..structs import TopicPartition
+from ...errors import ERROR_CODE_BY_NAME
+from ...structs import TopicPartition
 
 SHARE_SESSION_NOT_FOUND = ERROR_CODE_BY_NAME["SHARE_SESSION_NOT_FOUND"]
 INVALID_SHARE_SESSION_EPOCH = ERROR_CODE_BY_NAME["INVALID_SHARE_SESSION_EPOCH"]

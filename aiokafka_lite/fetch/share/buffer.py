@@ -10,8 +10,8 @@ are locked for this member until decided, so the part fetched ahead is kept smal
 
 from __future__ import annotations
 
-from ..structs import TopicPartition
-from .share_records import AcquiredRecords
+from ...structs import TopicPartition
+from .records import AcquiredRecords
 
 
 class AcquiredBuffer:

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from enum import IntEnum
 from typing import Any, Protocol
 
-from ..errors import IllegalStateError, InvalidArgumentError
-from ..structs import TopicPartition
+from ...errors import IllegalStateError, InvalidArgumentError
+from ...structs import TopicPartition
 
 
 class AckType(IntEnum):
@@ -40,7 +40,7 @@ Batch = dict[str, Any]  # one acknowledgement_batches entry: first_offset, last_
 
 
 class HandedOut(Protocol):
-    """A handed-out record, as far as the ledger cares (share_records.ShareRecord)."""
+    """A handed-out record, as far as the ledger cares (records.ShareRecord)."""
 
     @property
     def topic(self) -> str: ...
