@@ -13,7 +13,8 @@ one upstream address, and on request breaks the path the ways real networks do.
 
 ``silent_server()`` is a listener that accepts connections and never answers (a hung broker).
 
-Faults are counted in ``proxy.faults`` (kind -> times applied).
+Faults are counted in ``proxy.faults`` (kind -> times applied). AIOKAFKA_LITE_TEST_PROXY_TRACE=1
+prints each link as it opens and, as it ends, the bytes it carried each way (on stderr).
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import os
 import socket
 import struct
+import sys
+import time
 from collections.abc import AsyncIterator
 
 CHUNK = 65536
+TRACE = bool(os.environ.get("AIOKAFKA_LITE_TEST_PROXY_TRACE"))  # each link, and its bytes, on stderr
 
 
 class _Link:
@@ -36,6 +41,8 @@ class _Link:
         self.upstream = upstream
         self.silenced = False
         self.tasks: list[asyncio.Task[None]] = []
+        self.bytes: collections.Counter[str] = collections.Counter()
+        self.trace = ""
 
     def reset(self) -> None:
         for writer in (self.client, self.upstream):
@@ -182,6 +189,9 @@ class TcpProxy:
             raise
         self.connections += 1
         link = _Link(writer, up_writer)
+        if TRACE:
+            link.trace = f"{writer.get_extra_info('peername')} -> {self.upstream}"
+            print(f"{time.time():.3f} proxy {self.port}: linked {link.trace}", file=sys.stderr)
         self._links.add(link)
         link.tasks = [asyncio.create_task(self._pump(link, reader, up_writer, to_broker=True)),
                       asyncio.create_task(self._pump(link, up_reader, writer, to_broker=False))]
@@ -193,6 +203,8 @@ class TcpProxy:
                 task.cancel()
             await asyncio.wait(link.tasks)
             self._links.discard(link)
+            if TRACE:
+                print(f"{time.time():.3f} proxy {self.port}: ended {link.trace}: {link.bytes}", file=sys.stderr)
 
     async def _pump(self, link: _Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
                     to_broker: bool) -> None:
@@ -216,6 +228,7 @@ class TcpProxy:
                     self.faults["garbage"] += 1
                     writer.write(garbage)
                 writer.write(data)
+                link.bytes["to_broker" if to_broker else "to_client"] += len(data)
                 await writer.drain()
 
 

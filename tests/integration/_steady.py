@@ -3,6 +3,7 @@ records over every partition at a fixed rate until stopped."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -18,7 +19,11 @@ def confluent_version() -> str:
 
 
 class SteadyProducer:
-    def __init__(self, bootstrap: str, topic: str, partitions: int, per_second: float) -> None:
+    """``async with SteadyProducer(...) as producer:`` produces until the block ends, then waits (off
+    the event loop) until every record is delivered, and fails naming the producer if one is not."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, per_second: float, *,
+                 flush_timeout: float = FLUSH_TIMEOUT) -> None:
         import confluent_kafka  # the reference producer, as in aiokafka_lite.testing.helpers
 
         # Idempotent: a retry (a broker restarting) neither reorders nor repeats records in the log.
@@ -34,24 +39,31 @@ class SteadyProducer:
         self.sent = 0
         self.delivered = 0  # acknowledged by the broker
         self.failures: list[str] = []
+        self._flush_timeout = flush_timeout
 
-    def __enter__(self) -> SteadyProducer:
+    async def __aenter__(self) -> SteadyProducer:
         self._thread.start()
         return self
 
-    def __exit__(self, exc_type: object, *exc: object) -> None:
+    async def __aexit__(self, exc_type: object, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(10)
-        # The records still queued go out now; a peer that cannot deliver them in a minute is the
-        # peer's failure, said here: otherwise they would look lost by the consumer.
-        queued = self._producer.flush(FLUSH_TIMEOUT)
+        # Off the event loop: the producer may need it to deliver (a TcpProxy the test runs on this
+        # loop), and the consumers need it meanwhile. flush() on the loop froze both: in stop 47's
+        # CI the rebootstrap test's producer, which had not yet found the replaced brokers through
+        # the proxy, got no answer for as long as flush() blocked, and its records were never sent.
+        queued = await asyncio.to_thread(self._finish)
         if exc_type is not None:
             return  # the test's own failure is the one to see
         assert not self.failures, self.failures[:3]
         said = (f"the reference producer (librdkafka {confluent_version()}) delivered {self.delivered} of "
-                f"{self.sent} records; {queued} still queued {FLUSH_TIMEOUT:.0f} s after production stopped")
+                f"{self.sent} records; {queued} still queued {self._flush_timeout:.0f} s after production stopped")
         assert queued == 0, said
         assert self.delivered == self.sent, said
+
+    def _finish(self) -> int:
+        """Stop producing; deliver what is queued. Returns how many records are still queued."""
+        self._thread.join(10)
+        return int(self._producer.flush(self._flush_timeout))
 
     def _run(self) -> None:
         next_at = time.monotonic()

@@ -189,7 +189,7 @@ async def test_consumer_bounce(kafka_cluster: KafkaCluster, unique_topic: str, u
     bounce = Bounce(kafka_cluster, unique_topic, unique_group, tmp_path)
     began = time.monotonic()
     try:
-        with SteadyProducer(bounce.bootstrap, unique_topic, PARTITIONS, RATE) as producer:
+        async with SteadyProducer(bounce.bootstrap, unique_topic, PARTITIONS, RATE) as producer:
             for member in bounce.members:
                 member.start()
             await bounce.stable_and_consuming()

@@ -73,7 +73,7 @@ async def test_rolling_migration_to_the_consumer_protocol_and_back(apache_kafka_
     seen: set[tuple[int, int]] = set()
     members = [Member(broker, unique_topic, unique_group, "classic", seen) for _ in range(MEMBERS)]
     try:
-        with SteadyProducer(broker.bootstrap_servers, unique_topic, PARTITIONS, RATE) as producer:
+        async with SteadyProducer(broker.bootstrap_servers, unique_topic, PARTITIONS, RATE) as producer:
             await _until(lambda: _owned_once(members), 60, "the classic group settles")
             for protocol in ("consumer", "classic"):
                 for i in range(MEMBERS):

@@ -197,7 +197,7 @@ async def test_rolling_bounce_of_every_broker_loses_and_repeats_nothing(
     loop = asyncio.get_running_loop()
     began = loop.time()
     try:
-        with SteadyProducer(cluster.bootstrap_servers, unique_topic, PARTITIONS, per_second=200) as producer:
+        async with SteadyProducer(cluster.bootstrap_servers, unique_topic, PARTITIONS, per_second=200) as producer:
             assignments = await group.start()
             for _round in range(ROUNDS):
                 for node_id in BROKER_IDS:
@@ -224,7 +224,7 @@ async def test_killing_the_busiest_leader_then_the_coordinator(
     group = Group(cluster, unique_topic, unique_group)
     loop = asyncio.get_running_loop()
     try:
-        with SteadyProducer(cluster.bootstrap_servers, unique_topic, PARTITIONS, per_second=200) as producer:
+        async with SteadyProducer(cluster.bootstrap_servers, unique_topic, PARTITIONS, per_second=200) as producer:
             assignments = await group.start()
             leaders = [cluster.leader_of(TopicPartition(unique_topic, p)) for p in range(PARTITIONS)]
             busiest = max(BROKER_IDS, key=leaders.count)

@@ -78,7 +78,7 @@ async def test_every_broker_replaced_on_new_ports_the_group_rebootstraps_and_goe
                       session_timeout_ms=SESSION_TIMEOUT_MS)
         try:
             async with StrandedReader(bootstrap.address, unique_topic) as stranded:
-                with SteadyProducer(bootstrap.address, unique_topic, PARTITIONS, per_second=200) as producer:
+                async with SteadyProducer(bootstrap.address, unique_topic, PARTITIONS, per_second=200) as producer:
                     assignments = await group.start()
                     await until(lambda: stranded.records > 0, 30, "the stranded reader reading")
                     caplog.clear()

@@ -236,7 +236,7 @@ async def test_every_connection_reauthenticates_with_nothing_lost_or_repeated(
                         sasl_mechanism="OAUTHBEARER",
                         sasl_oauth_token_provider=_unsecured_provider("reader", 10, calls)) as consumer:
         # 50 records/s whose values count up from 0; on leaving, flushed and every one acknowledged.
-        with SteadyProducer(oauth_kafka.broker.bootstrap_servers, unique_topic, 2, 50.0) as producer:
+        async with SteadyProducer(oauth_kafka.broker.bootstrap_servers, unique_topic, 2, 50.0) as producer:
             loop = asyncio.get_running_loop()
             ends = loop.time() + 15
             while loop.time() < ends:

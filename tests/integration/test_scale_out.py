@@ -113,7 +113,7 @@ async def test_fourth_member_joins_without_pausing_the_others(apache_kafka_broke
 
     members: list[Member] = []
     try:
-        with SteadyProducer(broker.bootstrap_servers, unique_topic, PARTITIONS, RATE):
+        async with SteadyProducer(broker.bootstrap_servers, unique_topic, PARTITIONS, RATE):
             members = [member(f"m{i}") for i in range(3)]
             await until(lambda: _balanced(members, 4), 60, "three members with 4 partitions each")
             await asyncio.sleep(2.0)  # records flowing to everyone
