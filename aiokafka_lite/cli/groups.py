@@ -9,8 +9,10 @@ On a broker known to misreport log-end offsets (Tansu, see ``testing.tansu.DEVIA
 LAG are starred and a note says why they are not to be trusted; what a broker leaves unreported
 (Tansu: a classic member's client id, host, subscription and assignment) is shown as ``?``, with a note.
 
-A group the broker does not know, and that has no committed offsets, is not described: the command
-says ``group 'G' does not exist`` and exits 1, as kafka-consumer-groups.sh does for a Dead group.
+A group the broker does not know as a classic or consumer group, and that has no committed offsets,
+may be a KIP-932 share group: ``share_groups`` describes it then (``GroupView.share``). Otherwise it
+is not described: the command says ``group 'G' does not exist`` and exits 1, as
+kafka-consumer-groups.sh does for a Dead group.
 Every failure ends as one line on stderr: errors other than Kafka's are reported, not raised.
 """
 
@@ -33,6 +35,7 @@ from ..structs import TopicPartition
 from ..testing.tansu import DEVIATIONS
 from .group_members import GroupMembers, MemberView, describe_members
 from .run import EXIT_KAFKA_ERROR, EXIT_OK, run_step_command
+from .share_groups import ShareGroupView, ask_share_group, write_view
 
 # OffsetFetch v10 names topics by id only; this tool works with names.
 OFFSET_FETCH_MAX_VERSION = 9
@@ -66,6 +69,7 @@ class GroupView:
     assignment_epoch: int | None = None
     notes: list[str] = field(default_factory=list)  # why figures above may be wrong
     exists: bool = True  # False: the broker knows no such group and it has no committed offsets
+    share: ShareGroupView | None = None  # a share group (KIP-932): not exists, and described here instead
 
 
 def not_reported_note() -> str:
@@ -159,6 +163,12 @@ async def describe_group(bootstrap: str, group_id: str, timeout: float = TIMEOUT
         await cluster.bootstrap(timeout=timeout)
         async with asyncio.timeout_at(deadline):
             group, committed = await members_and_offsets(cluster, group_id, retried)
+            if not group.known and not committed:
+                step = f"asking the coordinator of group {group_id!r} about a share group"
+                share = await ask_share_group(cluster, group_id)
+                if share is not None:
+                    return GroupView(group_id, "share", share.state, "share", share.assignor, [], [],
+                                     exists=False, share=share)
             owned = {tp for m in group.members for tp in m.assignment or ()}
             step = "looking up the end offsets"
             ends = await _end_offsets(cluster, owned | set(committed))
@@ -251,6 +261,9 @@ def run_describe(group_id: str, bootstrap: str, *, output_format: str) -> int:
             view = await describe_group(bootstrap, group_id)
         except ProtocolDecodeError as exc:
             raise KafkaError(f"group {group_id!r} has member data that is not the consumer protocol: {exc}") from exc
+        if view.share is not None:
+            write_view(view.share, output_format, lag=False)
+            return EXIT_OK
         if not view.exists:
             print(f"aiokafka-lite: group {group_id!r} does not exist", file=sys.stderr)
             return EXIT_KAFKA_ERROR

@@ -1,6 +1,8 @@
 """`aiokafka-lite groups lag GROUP`: per partition the committed offset, the log-end offset and the
 lag (end - committed), and the group's total: the figures of kafka-consumer-groups.sh --describe's
-CURRENT-OFFSET, LOG-END-OFFSET and LAG columns, taken from ``groups describe``'s lookup."""
+CURRENT-OFFSET, LOG-END-OFFSET and LAG columns, taken from ``groups describe``'s lookup. For a
+share group (KIP-932): each partition's start offset and lag, as kafka-share-groups.sh --describe
+--offsets shows them (``share_groups``)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any, TextIO
 
 from .groups import NOT_REPORTED, GroupView, describe_group
 from .run import EXIT_OK, CommandFailed, run_step_command
+from .share_groups import write_view
 
 
 def _offset_notes(view: GroupView) -> list[str]:
@@ -48,6 +51,9 @@ def render_text(view: GroupView, out: TextIO) -> None:
 def run_lag(group_id: str, bootstrap: str, *, output_format: str) -> int:
     async def work() -> int:
         view = await describe_group(bootstrap, group_id)
+        if view.share is not None:
+            write_view(view.share, output_format, lag=True)
+            return EXIT_OK
         if not view.exists:
             raise CommandFailed(f"group {group_id!r} does not exist")
         if output_format == "json":

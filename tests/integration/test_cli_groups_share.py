@@ -93,3 +93,35 @@ async def test_a_share_group_is_listed_described_and_lagged_as_kafkas_tools_show
         for group, listing in mine.items():
             assert listing["group_type"] == their_types.get(group, listing["group_type"]), group
         assert their_types[unique_group] == "share"
+        await _describe_and_lag_agree(bootstrap, unique_topic, unique_group)
+
+
+async def _describe_and_lag_agree(bootstrap: str, topic: str, group: str) -> None:
+    members, offsets, our_describe, our_lag, our_text = await asyncio.gather(
+        java(SHARE_GROUP_COMMAND, bootstrap, "--describe", "--members", "--verbose", "--group", group),
+        java(SHARE_GROUP_COMMAND, bootstrap, "--describe", "--offsets", "--verbose", "--group", group),
+        cli("groups", "describe", group, "-b", bootstrap, "--format", "json"),
+        cli("groups", "lag", group, "-b", bootstrap, "--format", "json"),
+        cli("groups", "describe", group, "-b", bootstrap))
+    print(our_text.stdout, our_text.stderr)
+    view, lag = our_json(our_describe), our_json(our_lag)
+    # Members: CONSUMER-ID HOST CLIENT-ID #PARTITIONS MEMBER-EPOCH ASSIGNMENT of --members --verbose.
+    [their_member] = [row for row in table(members, "GROUP") if row[0] == group]
+    [member] = view["members"]
+    assignment = sorted(f"{a['topic']}-{a['partition']}" for a in member["assignment"])
+    assert assignment == [f"{topic}-{p}" for p in range(PARTITIONS)]
+    assert [member["member_id"], member["client_host"], member["client_id"], str(len(assignment)),
+            str(member["member_epoch"])] == their_member[1:6]
+    assert their_member[6] == f"{topic}:" + ",".join(str(p) for p in range(PARTITIONS))
+    assert (view["group_type"], view["state"], member["client_id"]) == ("share", "Stable", "share-cli-test")
+    # Offsets: LEADER-EPOCH START-OFFSET LAG of --offsets --verbose, partition by partition.
+    theirs = {int(row[2]): (int(row[3]), int(row[4]), int(row[5]))
+              for row in table(offsets, "GROUP") if row[0] == group}
+    mine = {p["partition"]: (p["leader_epoch"], p["start_offset"], p["lag"]) for p in view["partitions"]}
+    assert mine == theirs
+    assert sorted(mine) == list(range(PARTITIONS))
+    assert all(p["members"] == [member["member_id"]] for p in view["partitions"])
+    assert {p["partition"]: (p["start_offset"], p["lag"]) for p in lag["partitions"]} == {
+        p: (start, their_lag) for p, (_, start, their_lag) in theirs.items()}
+    assert lag["total_lag"] == sum(their_lag for _, _, their_lag in theirs.values())
+    assert (lag["group_type"], lag["members"], lag["notes"]) == ("share", 1, [])

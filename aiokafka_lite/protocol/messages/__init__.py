@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from ..api import Api
+from .alter_share_group_offsets import ALTER_SHARE_GROUP_OFFSETS
 from .api_versions import API_VERSIONS
 from .consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from .consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from .create_topics import CREATE_TOPICS
 from .describe_groups import DESCRIBE_GROUPS
+from .describe_share_group_offsets import DESCRIBE_SHARE_GROUP_OFFSETS
 from .fetch import FETCH
 from .find_coordinator import FIND_COORDINATOR
 from .get_telemetry_subscriptions import GET_TELEMETRY_SUBSCRIPTIONS
@@ -38,16 +40,19 @@ APIS_BY_KEY: dict[int, Api] = {
         SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, SASL_AUTHENTICATE, CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE, OFFSET_FOR_LEADER_EPOCH, GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY,
         SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE,
+        DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS,
     )
 }
 
 __all__ = [
+    "ALTER_SHARE_GROUP_OFFSETS",
     "APIS_BY_KEY",
     "API_VERSIONS",
     "CONSUMER_GROUP_DESCRIBE",
     "CONSUMER_GROUP_HEARTBEAT",
     "CREATE_TOPICS",
     "DESCRIBE_GROUPS",
+    "DESCRIBE_SHARE_GROUP_OFFSETS",
     "FETCH",
     "FIND_COORDINATOR",
     "GET_TELEMETRY_SUBSCRIPTIONS",

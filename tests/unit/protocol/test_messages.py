@@ -71,6 +71,8 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     77: ("ShareGroupDescribe", 1, 1, 1),
     78: ("ShareFetch", 1, 2, 0),
     79: ("ShareAcknowledge", 1, 2, 0),
+    90: ("DescribeShareGroupOffsets", 0, 1, 0),
+    91: ("AlterShareGroupOffsets", 0, 0, 0),
 }
 
 ALL_VERSIONS = [
