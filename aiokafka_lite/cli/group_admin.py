@@ -16,6 +16,7 @@ from ..structs import TopicPartition
 from .group_members import GroupMembers
 from .groups import TIMEOUT_SECONDS, members_and_offsets
 from .run import CommandFailed
+from .share_groups import ShareGroupView, ask_share_group
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 # Group states in which the group has no member (a reset is allowed then, as in Kafka's tool).
@@ -55,13 +56,18 @@ async def bounded(what: str, timeout: float = TIMEOUT_SECONDS) -> AsyncIterator[
         raise KafkaTimeoutError(f"{what} did not complete within {timeout:g} s") from exc
 
 
-async def existing_group(cluster: Cluster, group_id: str) -> tuple[GroupMembers, dict[TopicPartition, int]]:
-    """The group's members and committed offsets; CommandFailed when the broker knows no such group
-    and it has no committed offsets (as ``groups describe`` and kafka-consumer-groups.sh decide)."""
+async def existing_group(cluster: Cluster, group_id: str
+                         ) -> tuple[GroupMembers, dict[TopicPartition, int], ShareGroupView | None]:
+    """The group's members and committed offsets, and the share group (KIP-932) when it is one;
+    CommandFailed when the broker knows no such group of any type and it has no committed offsets
+    (as ``groups describe`` and kafka-consumer-groups.sh decide)."""
     group, committed = await members_and_offsets(cluster, group_id, [])
+    share = None
     if not group.known and not committed:
-        raise CommandFailed(f"group {group_id!r} does not exist")
-    return group, committed
+        share = await ask_share_group(cluster, group_id)
+        if share is None:
+            raise CommandFailed(f"group {group_id!r} does not exist")
+    return group, committed, share
 
 
 async def topic_partitions(cluster: Cluster, topics: list[tuple[str, list[int] | None]]) -> list[TopicPartition]:

@@ -1,5 +1,6 @@
 """`aiokafka-lite groups reset-offsets GROUP --topic T MODE [--execute]`: kafka-consumer-groups.sh
---reset-offsets, for classic and consumer-protocol (KIP-848) groups alike.
+--reset-offsets, for classic and consumer-protocol (KIP-848) groups alike, and kafka-share-groups.sh
+--reset-offsets for share groups (KIP-932).
 
 A dry run unless ``--execute``: the plan (topic, partition, committed offset, new offset) is printed
 either way. The group must be inactive (state Empty: no member), as Kafka's tool requires; otherwise
@@ -7,6 +8,10 @@ the command refuses, naming the state and the members. Applying is one OffsetCom
 coordinator as an admin commits: generation (or member epoch) -1, an empty member id and no group
 instance id, which the broker accepts only while the group has no member. The planning itself
 (clamping, shifting, the time's fallback to the log end) is ``reset_plan``.
+
+A share group has no committed offsets but a start offset per partition (DescribeShareGroupOffsets):
+the plan starts from those, and applying it is one AlterShareGroupOffsets, which the broker refuses
+with NON_EMPTY_GROUP while the group has a member.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from .._net.broker_identity import is_tansu
 from .._net.cluster import Cluster
 from ..errors import BrokerError
 from ..fetch.offset_lookup import OffsetLookup
-from ..protocol.messages import OFFSET_COMMIT
+from ..protocol.messages import ALTER_SHARE_GROUP_OFFSETS, OFFSET_COMMIT
 from ..structs import TopicPartition
 from .group_admin import INACTIVE_STATES, admin_cluster, bounded, existing_group, topic_partitions
 from .groups import TIMEOUT_SECONDS, tansu_end_offsets_note
@@ -30,6 +35,7 @@ from .run import EXIT_OK, CommandFailed, run_step_command
 # OffsetCommit v10 names topics by id only; this tool works with names.
 OFFSET_COMMIT_MAX_VERSION = 9
 UNKNOWN_MEMBER_ID = 25
+NON_EMPTY_GROUP = 68
 ADMIN_GENERATION = -1  # "not a member": the broker checks only that the group is empty
 
 
@@ -77,6 +83,36 @@ async def commit_plan(cluster: Cluster, group_id: str, rows: list[PlanRow]) -> N
                 raise BrokerError(p["error_code"], f"OffsetCommit {group_id!r} {topic['name']}-{p['partition_index']}")
 
 
+async def alter_share_plan(cluster: Cluster, group_id: str, rows: list[PlanRow]) -> None:
+    """Set a share group's start offsets to the plan's NEW-OFFSET (AlterShareGroupOffsets)."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        topics.setdefault(row.topic, []).append({"partition_index": row.partition, "start_offset": row.new})
+    node_id = await cluster.find_coordinator(group_id)
+    response = await cluster.send(node_id, ALTER_SHARE_GROUP_OFFSETS, {
+        "group_id": group_id, "topics": [{"topic_name": t, "partitions": ps} for t, ps in topics.items()]})
+    if response["error_code"]:
+        raise BrokerError(response["error_code"], f"AlterShareGroupOffsets {group_id!r}: {response['error_message']}")
+    for topic in response["responses"]:
+        for p in topic["partitions"]:
+            if p["error_code"]:
+                raise BrokerError(p["error_code"], f"AlterShareGroupOffsets {group_id!r} "
+                                  f"{topic['topic_name']}-{p['partition_index']}: {p['error_message']}")
+
+
+async def _apply(cluster: Cluster, group_id: str, rows: list[PlanRow], share: bool) -> None:
+    try:
+        await (alter_share_plan if share else commit_plan)(cluster, group_id, rows)
+    except BrokerError as exc:
+        # Kafka 4.3 answers an admin commit UNKNOWN_MEMBER_ID (classic and consumer groups) once a
+        # member is in, and AlterShareGroupOffsets NON_EMPTY_GROUP.
+        if exc.code not in (UNKNOWN_MEMBER_ID, NON_EMPTY_GROUP):
+            raise
+        raise CommandFailed(f"group {group_id!r} has a member again (it joined after the check); "
+                            f"the broker refused the {'new start offsets' if share else 'commit'} ({exc}): "
+                            "nothing was reset") from None
+
+
 def refusal(group_id: str, state: str, members: int) -> str:
     """Kafka's tool: "Assignments can only be reset if the group 'G' is inactive, but the current state is S." """
     return (f"cannot reset the offsets of group {group_id!r}: it is active (state {state}, {members} member(s)); "
@@ -89,9 +125,14 @@ async def reset_offsets(bootstrap: str, group_id: str, topics: list[tuple[str, l
     group, or a partition that cannot be shifted."""
     async with admin_cluster(bootstrap, timeout) as cluster, bounded(f"resetting the offsets of group {group_id!r}",
                                                                       timeout):
-        group, committed = await existing_group(cluster, group_id)
-        if group.members or group.state not in INACTIVE_STATES:
-            raise CommandFailed(refusal(group_id, group.state, len(group.members)))
+        group, committed, share = await existing_group(cluster, group_id)
+        group_type, state, members = group.group_type, group.state, len(group.members)
+        if share is not None:  # its start offsets stand for committed offsets
+            group_type, state, members = share.group_type, share.state, len(share.members)
+            committed = {TopicPartition(p.topic, p.partition): p.start_offset for p in share.partitions
+                         if p.start_offset is not None}
+        if members or state not in INACTIVE_STATES:
+            raise CommandFailed(refusal(group_id, state, members))
         tps = await topic_partitions(cluster, topics)
         starts, ends, by_time = await _lookups(cluster, mode, tps)
         try:
@@ -104,15 +145,8 @@ async def reset_offsets(bootstrap: str, group_id: str, topics: list[tuple[str, l
                                 f"--{mode.name} depends on them (only --to-earliest does not); the plan may "
                                 "be wrong: see the dry run's note")
         if execute:
-            try:
-                await commit_plan(cluster, group_id, rows)
-            except BrokerError as exc:
-                if exc.code != UNKNOWN_MEMBER_ID:
-                    raise
-                # Kafka 4.3 answers an admin commit so (classic and consumer groups) once a member is in.
-                raise CommandFailed(f"group {group_id!r} has a member again (it joined after the check); "
-                                    f"the broker refused the commit ({exc}): nothing was reset") from None
-    return ResetResult(group_id, group.group_type, group.state, mode.name, execute, rows, notes)
+            await _apply(cluster, group_id, rows, share is not None)
+    return ResetResult(group_id, group_type, state, mode.name, execute, rows, notes)
 
 
 def render_text(result: ResetResult, out: TextIO) -> None:

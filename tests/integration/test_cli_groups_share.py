@@ -94,6 +94,56 @@ async def test_a_share_group_is_listed_described_and_lagged_as_kafkas_tools_show
             assert listing["group_type"] == their_types.get(group, listing["group_type"]), group
         assert their_types[unique_group] == "share"
         await _describe_and_lag_agree(bootstrap, unique_topic, unique_group)
+        refused = await cli("groups", "reset-offsets", unique_group, "-b", bootstrap, "--topic", unique_topic,
+                            "--to-earliest", "--execute")
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr == (f"aiokafka-lite: cannot reset the offsets of group {unique_group!r}: it is active "
+                                  "(state Stable, 1 member(s)); offsets can only be reset while the group is "
+                                  "inactive (no member: state Empty)\n")
+    await _resets_agree(bootstrap, unique_topic, unique_group)
+
+
+async def _start_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    """Partition -> START-OFFSET as Kafka's tool shows it."""
+    shown = await java(SHARE_GROUP_COMMAND, bootstrap, "--describe", "--offsets", "--group", group)
+    header = next(line.split() for line in shown.splitlines() if line.startswith("GROUP"))
+    column = header.index("START-OFFSET")
+    return {int(row[2]): int(row[column]) for row in table(shown, "GROUP") if row[0] == group}
+
+
+async def _resets_agree(bootstrap: str, topic: str, group: str) -> None:
+    """With the member gone (Empty): our dry run plans what Kafka's does, our --execute moves the start
+    offsets as Kafka's tool then sees them, and Kafka's --execute moves them as ours sees them."""
+    theirs_planned, ours_planned = await asyncio.gather(
+        java(SHARE_GROUP_COMMAND, bootstrap, "--reset-offsets", "--group", group, "--topic", topic,
+             "--to-latest", "--dry-run"),
+        cli("groups", "reset-offsets", group, "-b", bootstrap, "--topic", topic, "--to-latest", "--format", "json"))
+    plan = our_json(ours_planned)
+    assert (plan["group_type"], plan["state"], plan["executed"]) == ("share", "Empty", False)
+    header = next(line.split() for line in theirs_planned.splitlines() if line.startswith("GROUP"))
+    column = header.index("NEW-OFFSET")
+    their_plan = {int(row[2]): int(row[column]) for row in table(theirs_planned, "GROUP") if row[0] == group}
+    assert {r["partition"]: r["new"] for r in plan["partitions"]} == their_plan
+    assert their_plan == dict.fromkeys(range(PARTITIONS), RECORDS_PER_PARTITION)
+    before = await _start_offsets(bootstrap, group)
+    assert {r["partition"]: r["current"] for r in plan["partitions"]} == before  # the dry run changed nothing
+
+    executed = our_json(await cli("groups", "reset-offsets", group, "-b", bootstrap, "--topic", f"{topic}:1",
+                                  "--to-latest", "--execute", "--format", "json"))
+    assert executed["executed"] is True
+    assert await _start_offsets(bootstrap, group) == {**before, 1: RECORDS_PER_PARTITION}
+
+    await java(SHARE_GROUP_COMMAND, bootstrap, "--reset-offsets", "--group", group, "--topic", topic,
+               "--to-latest", "--execute")
+    lag = our_json(await cli("groups", "lag", group, "-b", bootstrap, "--format", "json"))
+    assert {p["partition"]: (p["start_offset"], p["lag"]) for p in lag["partitions"]} == dict.fromkeys(
+        range(PARTITIONS), (RECORDS_PER_PARTITION, 0))
+    await java(SHARE_GROUP_COMMAND, bootstrap, "--reset-offsets", "--group", group, "--topic", topic,
+               "--to-earliest", "--execute")
+    lag = our_json(await cli("groups", "lag", group, "-b", bootstrap, "--format", "json"))
+    assert {p["partition"]: (p["start_offset"], p["lag"]) for p in lag["partitions"]} == dict.fromkeys(
+        range(PARTITIONS), (0, RECORDS_PER_PARTITION))
+    assert lag["total_lag"] == PARTITIONS * RECORDS_PER_PARTITION
 
 
 async def _describe_and_lag_agree(bootstrap: str, topic: str, group: str) -> None:
