@@ -8,6 +8,8 @@ a member for the live checks, then leaves for the reset.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import io
 import json
 import os
 import subprocess
@@ -17,6 +19,8 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import ShareConsumer
+from aiokafka_lite.cli import share_groups
+from aiokafka_lite.cli.groups import describe_group
 from aiokafka_lite.testing.helpers import create_topic, produce, set_group_config
 from aiokafka_lite.testing.java_clients import run_kafka_tool
 
@@ -74,7 +78,7 @@ async def _read_everything(share: ShareConsumer) -> None:
 
 
 async def test_a_share_group_is_listed_described_and_lagged_as_kafkas_tools_show_it(
-        apache_kafka_broker: Any, unique_topic: str, unique_group: str) -> None:
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, monkeypatch: pytest.MonkeyPatch) -> None:
     bootstrap = apache_kafka_broker.bootstrap_servers
     create_topic(apache_kafka_broker, unique_topic, partitions=PARTITIONS)
     produce(apache_kafka_broker, unique_topic,
@@ -94,6 +98,7 @@ async def test_a_share_group_is_listed_described_and_lagged_as_kafkas_tools_show
             assert listing["group_type"] == their_types.get(group, listing["group_type"]), group
         assert their_types[unique_group] == "share"
         await _describe_and_lag_agree(bootstrap, unique_topic, unique_group)
+        await _without_lag_on_v0(bootstrap, unique_group, monkeypatch)
         refused = await cli("groups", "reset-offsets", unique_group, "-b", bootstrap, "--topic", unique_topic,
                             "--to-earliest", "--execute")
         assert (refused.returncode, refused.stdout) == (1, "")
@@ -101,6 +106,28 @@ async def test_a_share_group_is_listed_described_and_lagged_as_kafkas_tools_show
                                   "(state Stable, 1 member(s)); offsets can only be reset while the group is "
                                   "inactive (no member: state Empty)\n")
     await _resets_agree(bootstrap, unique_topic, unique_group)
+
+
+async def _without_lag_on_v0(bootstrap: str, group: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker answering DescribeShareGroupOffsets v0 only (before KIP-1226) reports no lag: asked at
+    v0, the start offsets are still shown, LAG is unknown and a note says why."""
+    v1 = await describe_group(bootstrap, group)
+    with monkeypatch.context() as patched:
+        patched.setattr(share_groups, "DESCRIBE_SHARE_GROUP_OFFSETS",
+                        dataclasses.replace(share_groups.DESCRIBE_SHARE_GROUP_OFFSETS, max_version=0))
+        v0 = await describe_group(bootstrap, group)
+    assert v1.share is not None
+    assert v0.share is not None
+    assert (v1.share.lag_reported, v1.share.notes) == (True, [])
+    assert v0.share.lag_reported is False
+    assert v0.share.notes == [share_groups.lag_not_available_note(0)]
+    assert [(p.partition, p.start_offset, p.lag) for p in v0.share.partitions] == [
+        (p.partition, p.start_offset, None) for p in v1.share.partitions]
+    assert share_groups.total_lag(v0.share) is None
+    out = io.StringIO()
+    share_groups.render_lag_text(v0.share, out)
+    print(out.getvalue())
+    assert out.getvalue().splitlines()[-2].startswith("TOTAL LAG  -  (share group ")
 
 
 async def _start_offsets(bootstrap: str, group: str) -> dict[int, int]:
@@ -119,6 +146,8 @@ async def _resets_agree(bootstrap: str, topic: str, group: str) -> None:
              "--to-latest", "--dry-run"),
         cli("groups", "reset-offsets", group, "-b", bootstrap, "--topic", topic, "--to-latest", "--format", "json"))
     plan = our_json(ours_planned)
+    shown = await cli("groups", "reset-offsets", group, "-b", bootstrap, "--topic", topic, "--to-latest")
+    print(shown.stdout, shown.stderr)
     assert (plan["group_type"], plan["state"], plan["executed"]) == ("share", "Empty", False)
     header = next(line.split() for line in theirs_planned.splitlines() if line.startswith("GROUP"))
     column = header.index("NEW-OFFSET")
@@ -154,6 +183,9 @@ async def _describe_and_lag_agree(bootstrap: str, topic: str, group: str) -> Non
         cli("groups", "lag", group, "-b", bootstrap, "--format", "json"),
         cli("groups", "describe", group, "-b", bootstrap))
     print(our_text.stdout, our_text.stderr)
+    for args in (("list",), ("lag", group)):
+        shown = await cli("groups", *args, "-b", bootstrap)
+        print(shown.stdout, shown.stderr)
     view, lag = our_json(our_describe), our_json(our_lag)
     # Members: CONSUMER-ID HOST CLIENT-ID #PARTITIONS MEMBER-EPOCH ASSIGNMENT of --members --verbose.
     [their_member] = [row for row in table(members, "GROUP") if row[0] == group]
