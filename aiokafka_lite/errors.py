@@ -26,6 +26,11 @@ class ConfigError(KafkaError, ValueError):
     """A setting is unknown or out of range."""
 
 
+class BootstrapResolutionError(ConfigError):
+    """No bootstrap_servers name resolved within bootstrap_resolve_timeout_ms (KIP-909, Java's
+    BootstrapResolutionException)."""
+
+
 class IllegalStateError(KafkaError, RuntimeError):
     """The API was used in a state that does not allow it (e.g. poll before subscribe)."""
 

@@ -14,7 +14,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from ..errors import BrokerError, ConfigError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from ..errors import (
+    BootstrapResolutionError,
+    BrokerError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
 from .backoff import Backoff
 from .bootstrap_tries import BootstrapTries
 from .connect_failure import fails_for_good
@@ -48,6 +55,8 @@ class Bootstrap:
         self.ask = ask
         self._lock = asyncio.Lock()  # one (re)bootstrap at a time; the others wait for it
         self._tries = BootstrapTries(log, self.servers, retry_limit)
+        # KIP-909: when the first round found no bootstrap name resolving (None: a name resolved).
+        self._unresolved_since: float | None = None
 
     async def within(self, seconds: float | None) -> None:
         """Bootstrap within ``seconds``, or raise the KafkaTimeoutError naming each server's failures."""
@@ -107,13 +116,29 @@ class Bootstrap:
                     (for_good if fails_for_good(exc) else failed).append(exc)
                     tries.failed(f"{host}:{port}", exc)
             if not tries.reached and len(for_good) == len(self.servers):
-                # As Java's "No resolvable bootstrap urls": no name will resolve by waiting.
-                raise ConfigError(f"bootstrap_servers: no address resolves: "
-                                  f"{'; '.join(str(exc) for exc in for_good)}")
+                self._no_name_resolves(for_good)
+            else:
+                self._unresolved_since = None  # a name resolved: KIP-909's clock starts over
             for failure in failed + for_good:  # some other server may answer: keep trying, said once
                 tries.say(failure, retry_limit)
             backoff.failed(time.monotonic())
             await asyncio.sleep(backoff.delay())
+
+    def _no_name_resolves(self, failures: list[KafkaError]) -> None:
+        """No bootstrap name resolved this round. bootstrap_resolve_timeout_ms 0 (Java's default):
+        a ConfigError at once, as Java's "No resolvable bootstrap urls"; else (KIP-909) the names
+        are retried until that long has passed since the first such round, then it is final."""
+        causes = "; ".join(str(exc) for exc in failures)
+        limit = self.options.bootstrap_resolve_timeout
+        if limit <= 0:
+            raise ConfigError(f"bootstrap_servers: no address resolves: {causes}")
+        now = time.monotonic()
+        if self._unresolved_since is None:
+            self._unresolved_since = now
+        elif now - self._unresolved_since >= limit:
+            raise BootstrapResolutionError(
+                f"bootstrap_servers: no address resolved within bootstrap_resolve_timeout_ms "
+                f"({limit * 1000:g} ms): {causes}")
 
     async def _from(self, host: str, port: int, retry_limit: str | None) -> None:
         # A server silent to ApiVersions is said a few seconds in, not at request_timeout_ms.

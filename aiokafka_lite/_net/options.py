@@ -44,6 +44,8 @@ class ConnectionOptions:
     retry_backoff_max: float = 1.0
     reconnect_backoff: float = 0.05
     reconnect_backoff_max: float = 1.0
+    # KIP-909: 0 fails at once when no bootstrap name resolves; else retry this long.
+    bootstrap_resolve_timeout: float = 0.0
     connections_max_idle: float | None = 540.0
     metadata_max_age: float = 300.0
     # KIP-899/KIP-1102: "rebootstrap" (Java's default since 4.0) or "none".
@@ -158,7 +160,7 @@ class ConnectionOptions:
             if hasattr(settings, name):
                 values[name] = getattr(settings, name)
         for name in ("request_timeout", "retry_backoff", "retry_backoff_max", "reconnect_backoff",
-                     "reconnect_backoff_max", "connections_max_idle", "metadata_max_age",
+                     "reconnect_backoff_max", "bootstrap_resolve_timeout", "connections_max_idle", "metadata_max_age",
                      "metadata_recovery_rebootstrap_trigger"):
             ms = getattr(settings, name + "_ms", None)
             if ms is not None:

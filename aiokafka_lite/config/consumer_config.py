@@ -77,6 +77,7 @@ class ConsumerConfig(SettingFields):
     retry_backoff_max = _Seconds("retry_backoff_max_ms")
     reconnect_backoff = _Seconds("reconnect_backoff_ms")
     reconnect_backoff_max = _Seconds("reconnect_backoff_max_ms")
+    bootstrap_resolve_timeout = _Seconds("bootstrap_resolve_timeout_ms")
     metadata_max_age = _Seconds("metadata_max_age_ms")
     metadata_recovery_rebootstrap_trigger = _Seconds("metadata_recovery_rebootstrap_trigger_ms")
     auto_commit_interval = _Seconds("auto_commit_interval_ms")

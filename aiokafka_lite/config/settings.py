@@ -85,6 +85,12 @@ class SettingFields:
         Int(0, INT64_MAX), "First wait before reconnecting to a broker."))
     reconnect_backoff_max_ms: int = field(default=1000, metadata=_meta(
         Int(0, INT64_MAX), "Cap of the exponential reconnect backoff."))
+    bootstrap_resolve_timeout_ms: int = field(default=0, metadata=_meta(
+        Int(0, INT64_MAX), "KIP-909: with every bootstrap_servers name failing to resolve, 0 fails "
+        "start() at once (a ConfigError, as Java's default); a positive value keeps retrying the "
+        "names this long from the first round none resolved, then fails with "
+        "BootstrapResolutionError; a name that resolves starts it over. start()'s own timeout "
+        "(default_api_timeout_ms) still ends start() first when shorter."))
     connections_max_idle_ms: int = field(default=540000, metadata=_meta(
         Int(1, INT64_MAX, special=(-1,)), "Close connections idle this long; -1 never does."))
     metadata_max_age_ms: int = field(default=300000, metadata=_meta(

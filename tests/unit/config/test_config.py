@@ -31,6 +31,7 @@ JAVA_DEFAULTS: dict[str, Any] = {
     "retry_backoff_max_ms": 1000,
     "reconnect_backoff_ms": 50,
     "reconnect_backoff_max_ms": 1000,
+    "bootstrap_resolve_timeout_ms": 0,   # Java 4.4's default (KIP-909)
     "connections_max_idle_ms": 540000,
     "metadata_max_age_ms": 300000,
     "auto_commit_interval_ms": 5000,
@@ -192,6 +193,7 @@ INT_RANGES = [
     ("retry_backoff_max_ms", 0, 2**63 - 1),      # below retry_backoff_ms: a static backoff, as Java
     ("reconnect_backoff_ms", 0, 2**63 - 1),
     ("reconnect_backoff_max_ms", 0, 2**63 - 1),
+    ("bootstrap_resolve_timeout_ms", 0, 2**63 - 1),
     ("metadata_max_age_ms", 1, 2**63 - 1),
     ("connections_max_idle_ms", 1, 2**63 - 1),
 ]
@@ -445,6 +447,13 @@ def test_from_properties_maps_java_names_and_converts_strings() -> None:
     assert (config.security_protocol, config.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-256")
     assert (config.sasl_plain_username, config.sasl_plain_password) == ("alice", SECRET)
     assert config.stall_warning_ratio == 0.25
+
+
+def test_from_properties_maps_kip_909_bootstrap_resolve_timeout() -> None:
+    config = ConsumerConfig.from_properties({"bootstrap.servers": "k1:9092",
+                                             "bootstrap.resolve.timeout.ms": "120000"})
+    assert config.bootstrap_resolve_timeout_ms == 120000
+    assert config.bootstrap_resolve_timeout == 120.0
 
 
 def test_from_properties_librdkafka_ssl_aliases() -> None:

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from aiokafka_lite import Consumer
-from aiokafka_lite.errors import AuthenticationError, ConfigError, KafkaTimeoutError
+from aiokafka_lite.errors import AuthenticationError, BootstrapResolutionError, ConfigError, KafkaTimeoutError
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -121,6 +121,48 @@ async def test_no_resolvable_address_fails_fast_with_a_config_error(caplog: pyte
                           "(the name does not resolve)")
     assert took < 5.0, f"{took:.1f} s: retried what waiting cannot fix"
     assert warnings(caplog) == []  # the error says it; no "still trying" before it
+
+
+@pytest.mark.asyncio
+async def test_bootstrap_resolve_timeout_retries_the_name_then_fails_naming_the_setting(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # KIP-909: a positive bootstrap_resolve_timeout_ms retries a name that does not resolve.
+    error, took = await start_fails("nosuch.invalid:9092", 8.0, bootstrap_resolve_timeout_ms=600)
+    assert isinstance(error, BootstrapResolutionError), repr(error)
+    assert isinstance(error, ConfigError)
+    assert str(error) == ("bootstrap_servers: no address resolved within bootstrap_resolve_timeout_ms "
+                          "(600 ms): nosuch.invalid:9092: no such host (the name does not resolve)")
+    assert 0.6 <= took < 5.0, f"{took:.1f} s"
+    said = warnings(caplog)
+    assert len(said) == 1, said  # once, not per try
+    assert "nosuch.invalid:9092: no such host" in said[0], said
+
+
+@pytest.mark.asyncio
+async def test_a_name_that_resolves_after_failing_is_retried_within_bootstrap_resolve_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The name fails to resolve 3 times, then resolves (to a closed port): the bootstrap goes on to
+    # the connection and start() ends at its own timeout, naming the refusal, not the name.
+    port = closed_port()
+    loop = asyncio.get_running_loop()
+    real = loop.getaddrinfo
+    calls = 0
+
+    async def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        nonlocal calls
+        if host == "kafka.flaky.test":
+            calls += 1
+            if calls <= 3:
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            host = "127.0.0.1"
+        return await real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+    error, _ = await start_fails(f"kafka.flaky.test:{port}", 2.0, bootstrap_resolve_timeout_ms=60000,
+                                 reconnect_backoff_max_ms=100)
+    assert isinstance(error, KafkaTimeoutError), repr(error)
+    assert f"kafka.flaky.test:{port} refused the connection (" in str(error), str(error)
+    assert calls > 3
 
 
 @pytest.mark.asyncio
