@@ -119,7 +119,7 @@ def test_an_active_group_is_refused_before_or_by_the_commit(monkeypatch, members
         yield None
 
     async def group(*args: object) -> object:
-        return GroupMembers("classic", state, "consumer", "range", list(members)), {tp: 5}
+        return GroupMembers("classic", state, "consumer", "range", list(members)), {tp: 5}, None  # not a share group
 
     async def partitions(*args: object) -> list[TopicPartition]:
         return [tp]
