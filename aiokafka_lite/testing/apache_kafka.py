@@ -54,7 +54,7 @@ from aiokafka_lite.testing._process import (
 )
 
 DEFAULT_VERSION = "4.3.1"
-SUPPORTED_VERSIONS = ("4.3.1", "3.9.1")
+SUPPORTED_VERSIONS = ("4.4.0", "4.3.1", "3.9.1")
 
 # Settings that make a one-node broker quick to start and friendly to short test timeouts.
 FAST_TEST_PROPERTIES: dict[str, str] = {
