@@ -104,6 +104,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
         # uvloop's transports are not asyncio.Transport instances, but have its methods.
         self.transport = cast(asyncio.Transport, transport)
 
+    def upgraded_to(self, transport: asyncio.Transport) -> None:
+        """The TLS transport loop.start_tls put over the TCP one this protocol was made with."""
+        self.transport = transport
+
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._view[self._filled:]
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TypeVar
 
 from ..errors import ConfigError
 from .connect_failure import TLS_HANDSHAKE_TIMEOUT
+from .frames import FrameProtocol
 from .options import ConnectionOptions
-
-_Protocol = TypeVar("_Protocol", bound=asyncio.BaseProtocol)
 
 
 def build_ssl_context(options: ConnectionOptions) -> ssl.SSLContext | None:
@@ -62,44 +59,25 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-
-async def open_transport(factory: Callable[[], _Protocol], host: str, port: int, ssl_context: ssl.SSLContext | None,
+async def open_transport(factory: Callable[[], FrameProtocol], host: str, port: int, ssl_context: ssl.SSLContext | None,
                          watching_handshake: Callable[[], AbstractContextManager[None]],
-                         ) -> tuple[asyncio.Transport, _Protocol]:
-    """loop.create_connection, with the TCP connect made here first on TLS listeners, so that the
-    handshake alone runs inside ``watching_handshake()`` (which tells a silent one early)."""
+                         ) -> tuple[asyncio.Transport, FrameProtocol]:
+    """loop.create_connection; on TLS listeners the handshake is a second step (loop.start_tls), so
+    that it alone runs inside ``watching_handshake()`` (which tells a silent one early)."""
     loop = asyncio.get_running_loop()
+    transport, protocol = await loop.create_connection(factory, host, port)
     if ssl_context is None:
-        return await loop.create_connection(factory, host, port)
-    sock = await _connect_tcp(host, port)
+        return transport, protocol
     try:
         with watching_handshake():
-            return await loop.create_connection(factory, sock=sock, ssl=ssl_context, server_hostname=host,
-                                                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+            tls_transport = await loop.start_tls(transport, protocol, ssl_context, server_hostname=host,
+                                                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
     except BaseException:
-        sock.close()  # no transport took it (a no-op if one did and closed it)
+        transport.abort()  # start_tls closes it on failure; a cancellation may come before that
         raise
-
-
-async def _connect_tcp(host: str, port: int) -> socket.socket:
-    """A connected non-blocking socket to ``host``'s first address that takes it, in getaddrinfo's
-    order (as loop.create_connection tries them)."""
-    loop = asyncio.get_running_loop()
-    errors: list[OSError] = []
-    for family, kind, proto, _, address in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setblocking(False)
-            await loop.sock_connect(sock, address)
-        except OSError as exc:
-            sock.close()
-            errors.append(exc)
-            continue
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-    if len(errors) == 1:
-        raise errors[0]
-    # As asyncio says it (connect_failure reads "Multiple exceptions" texts for refused connections).
-    raise OSError(f"Multiple exceptions: {', '.join(str(exc) for exc in errors)}")
+    if tls_transport is None:  # typeshed allows it; asyncio and uvloop return one or raise
+        transport.abort()
+        raise ConnectionResetError("the TLS handshake ended without a transport")
+    # start_tls does not call connection_made again: the protocol must write through the TLS one.
+    protocol.upgraded_to(tls_transport)
+    return tls_transport, protocol
