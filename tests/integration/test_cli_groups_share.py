@@ -24,6 +24,8 @@ from aiokafka_lite.cli.groups import describe_group
 from aiokafka_lite.testing.helpers import create_topic, produce, set_group_config
 from aiokafka_lite.testing.java_clients import run_kafka_tool
 
+from .test_cli_groups_tools import java_rows
+
 pytestmark = pytest.mark.asyncio
 
 CLI = [sys.executable, "-m", "aiokafka_lite"]
@@ -55,19 +57,6 @@ def our_json(done: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(done.stdout)
 
 
-def table(stdout: str, header: str) -> list[list[str]]:
-    """The whitespace-separated rows of each table whose header starts with ``header``."""
-    rows, in_table = [], False
-    for line in stdout.splitlines():
-        if line.startswith(header):
-            in_table = True
-        elif not line.strip():
-            in_table = False
-        elif in_table:
-            rows.append(line.split())
-    return rows
-
-
 async def _read_everything(share: ShareConsumer) -> None:
     got = 0
     async with asyncio.timeout(60):
@@ -89,7 +78,7 @@ async def test_a_share_group_is_listed_described_and_lagged_as_kafkas_tools_show
         await _read_everything(share)
         listed, our_list = await asyncio.gather(java(GROUPS_COMMAND, bootstrap, "--list"),
                                                 cli("groups", "list", "-b", bootstrap, "--format", "json"))
-        their_types = {row[0]: row[1].lower() for row in table(listed, "GROUP")}
+        their_types = {row[0]: row[1].lower() for row in java_rows(listed, "GROUP")}
         mine = {g["group_id"]: g for g in our_json(our_list)}
         assert unique_group in mine, f"{unique_group} not listed: {sorted(mine)}"
         assert (mine[unique_group]["group_type"], mine[unique_group]["state"],
@@ -135,7 +124,7 @@ async def _start_offsets(bootstrap: str, group: str) -> dict[int, int]:
     shown = await java(SHARE_GROUP_COMMAND, bootstrap, "--describe", "--offsets", "--group", group)
     header = next(line.split() for line in shown.splitlines() if line.startswith("GROUP"))
     column = header.index("START-OFFSET")
-    return {int(row[2]): int(row[column]) for row in table(shown, "GROUP") if row[0] == group}
+    return {int(row[2]): int(row[column]) for row in java_rows(shown, "GROUP") if row[0] == group}
 
 
 async def _resets_agree(bootstrap: str, topic: str, group: str) -> None:
@@ -151,7 +140,7 @@ async def _resets_agree(bootstrap: str, topic: str, group: str) -> None:
     assert (plan["group_type"], plan["state"], plan["executed"]) == ("share", "Empty", False)
     header = next(line.split() for line in theirs_planned.splitlines() if line.startswith("GROUP"))
     column = header.index("NEW-OFFSET")
-    their_plan = {int(row[2]): int(row[column]) for row in table(theirs_planned, "GROUP") if row[0] == group}
+    their_plan = {int(row[2]): int(row[column]) for row in java_rows(theirs_planned, "GROUP") if row[0] == group}
     assert {r["partition"]: r["new"] for r in plan["partitions"]} == their_plan
     assert their_plan == dict.fromkeys(range(PARTITIONS), RECORDS_PER_PARTITION)
     before = await _start_offsets(bootstrap, group)
@@ -188,7 +177,7 @@ async def _describe_and_lag_agree(bootstrap: str, topic: str, group: str) -> Non
         print(shown.stdout, shown.stderr)
     view, lag = our_json(our_describe), our_json(our_lag)
     # Members: CONSUMER-ID HOST CLIENT-ID #PARTITIONS MEMBER-EPOCH ASSIGNMENT of --members --verbose.
-    [their_member] = [row for row in table(members, "GROUP") if row[0] == group]
+    [their_member] = [row for row in java_rows(members, "GROUP") if row[0] == group]
     [member] = view["members"]
     assignment = sorted(f"{a['topic']}-{a['partition']}" for a in member["assignment"])
     assert assignment == [f"{topic}-{p}" for p in range(PARTITIONS)]
@@ -198,7 +187,7 @@ async def _describe_and_lag_agree(bootstrap: str, topic: str, group: str) -> Non
     assert (view["group_type"], view["state"], member["client_id"]) == ("share", "Stable", "share-cli-test")
     # Offsets: LEADER-EPOCH START-OFFSET LAG of --offsets --verbose, partition by partition.
     theirs = {int(row[2]): (int(row[3]), int(row[4]), int(row[5]))
-              for row in table(offsets, "GROUP") if row[0] == group}
+              for row in java_rows(offsets, "GROUP") if row[0] == group}
     mine = {p["partition"]: (p["leader_epoch"], p["start_offset"], p["lag"]) for p in view["partitions"]}
     assert mine == theirs
     assert sorted(mine) == list(range(PARTITIONS))

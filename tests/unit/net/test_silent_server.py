@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +18,8 @@ import pytest
 from aiokafka_lite import Consumer
 from aiokafka_lite._net import connection
 from aiokafka_lite.errors import KafkaTimeoutError
+
+from .silence_notices import notices, said_within
 
 NOTICE = "accepted the connection but has not answered ApiVersions for"
 SAID_WITHIN = 5.0
@@ -33,21 +34,6 @@ def silent_server() -> Iterator[str]:
         yield f"127.0.0.1:{sock.getsockname()[1]}"
 
 
-def notices(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.levelno == level and r.name.startswith("aiokafka_lite") and NOTICE in r.getMessage()]
-
-
-async def said_within(caplog: pytest.LogCaptureFixture, seconds: float) -> float:
-    began = time.monotonic()
-    while not notices(caplog, logging.WARNING):
-        if time.monotonic() - began > seconds:
-            raise AssertionError(f"no WARNING naming ApiVersions within {seconds} s: "
-                                 f"{[r.getMessage() for r in caplog.records]}")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - began
-
-
 @pytest.mark.asyncio
 async def test_a_server_silent_to_api_versions_is_said_within_seconds_not_at_the_request_timeout(
         caplog: pytest.LogCaptureFixture) -> None:
@@ -56,7 +42,7 @@ async def test_a_server_silent_to_api_versions_is_said_within_seconds_not_at_the
         consumer = Consumer(bootstrap_servers=address, request_timeout_ms=30000, default_api_timeout_ms=60000)
         starting = asyncio.create_task(consumer.start())
         try:
-            took = await said_within(caplog, SAID_WITHIN)
+            took = await said_within(caplog, SAID_WITHIN, NOTICE)
             await asyncio.sleep(1.0)  # nothing more is said while the same attempt waits on
             assert not starting.done(), "gave up before request_timeout_ms: it only had to say it"
         finally:
@@ -85,10 +71,10 @@ async def test_the_notice_is_said_once_however_many_tries_go_unanswered(
         finally:
             await consumer.close()
     assert "did not answer ApiVersions" in str(caught.value), str(caught.value)
-    assert len(notices(caplog, logging.WARNING)) == 1, notices(caplog, logging.WARNING)
-    assert len(notices(caplog, logging.DEBUG)) >= 2, [r.getMessage() for r in caplog.records]
+    assert len(notices(caplog, logging.WARNING, NOTICE)) == 1, notices(caplog, logging.WARNING, NOTICE)
+    assert len(notices(caplog, logging.DEBUG, NOTICE)) >= 2, [r.getMessage() for r in caplog.records]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == \
-        notices(caplog, logging.WARNING)
+        notices(caplog, logging.WARNING, NOTICE)
 
 
 def test_a_slow_broker_said_early_then_answering_is_one_warning_and_one_recovery(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 
 import pytest
 
@@ -17,24 +16,10 @@ from aiokafka_lite._net import connection
 from aiokafka_lite.errors import KafkaError
 
 from ...tcp_proxy import silent_server
+from .silence_notices import notices, said_within
 
 NOTICE = "accepted the connection but has not answered the TLS handshake for"
 SAID_WITHIN = 5.0
-
-
-def notices(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.levelno == level and r.name.startswith("aiokafka_lite") and NOTICE in r.getMessage()]
-
-
-async def said_within(caplog: pytest.LogCaptureFixture, seconds: float) -> float:
-    began = time.monotonic()
-    while not notices(caplog, logging.WARNING):
-        if time.monotonic() - began > seconds:
-            raise AssertionError(f"no WARNING naming the TLS handshake within {seconds} s: "
-                                 f"{[r.getMessage() for r in caplog.records]}")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - began
 
 
 @pytest.mark.asyncio
@@ -45,7 +30,7 @@ async def test_a_listener_silent_to_the_client_hello_is_said_within_seconds(capl
                             request_timeout_ms=30000, default_api_timeout_ms=60000)
         starting = asyncio.create_task(consumer.start())
         try:
-            took = await said_within(caplog, SAID_WITHIN)
+            took = await said_within(caplog, SAID_WITHIN, NOTICE)
             await asyncio.sleep(1.0)  # nothing more is said while the same handshake waits on
             assert not starting.done(), "gave up before the handshake's timeout: it only had to say it"
         finally:
@@ -73,7 +58,7 @@ async def test_the_tls_notice_is_said_once_however_many_handshakes_go_unanswered
                 await consumer.start(timeout=2.0)
         finally:
             await consumer.close()
-    assert len(notices(caplog, logging.WARNING)) == 1, [r.getMessage() for r in caplog.records]
-    assert len(notices(caplog, logging.DEBUG)) >= 2, [r.getMessage() for r in caplog.records]
+    assert len(notices(caplog, logging.WARNING, NOTICE)) == 1, [r.getMessage() for r in caplog.records]
+    assert len(notices(caplog, logging.DEBUG, NOTICE)) >= 2, [r.getMessage() for r in caplog.records]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == \
-        notices(caplog, logging.WARNING)
+        notices(caplog, logging.WARNING, NOTICE)

@@ -1,0 +1,26 @@
+"""The early notice a silent peer gets (issue 41, "say why, early"): reading it from the log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+
+def notices(caplog: pytest.LogCaptureFixture, level: int, notice: str) -> list[str]:
+    """Our log records at ``level`` that contain ``notice``."""
+    return [r.getMessage() for r in caplog.records
+            if r.levelno == level and r.name.startswith("aiokafka_lite") and notice in r.getMessage()]
+
+
+async def said_within(caplog: pytest.LogCaptureFixture, seconds: float, notice: str) -> float:
+    """How long until a WARNING containing ``notice`` was logged; fails after ``seconds``."""
+    began = time.monotonic()
+    while not notices(caplog, logging.WARNING, notice):
+        if time.monotonic() - began > seconds:
+            raise AssertionError(f"no WARNING saying {notice!r} within {seconds} s: "
+                                 f"{[r.getMessage() for r in caplog.records]}")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - began
