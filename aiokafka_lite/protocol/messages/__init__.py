@@ -8,6 +8,7 @@ from .api_versions import API_VERSIONS
 from .consumer_group_describe import CONSUMER_GROUP_DESCRIBE
 from .consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from .create_topics import CREATE_TOPICS
+from .delete_share_group_offsets import DELETE_SHARE_GROUP_OFFSETS
 from .describe_groups import DESCRIBE_GROUPS
 from .describe_share_group_offsets import DESCRIBE_SHARE_GROUP_OFFSETS
 from .fetch import FETCH
@@ -20,6 +21,7 @@ from .list_groups import LIST_GROUPS
 from .list_offsets import LIST_OFFSETS
 from .metadata import METADATA
 from .offset_commit import OFFSET_COMMIT
+from .offset_delete import OFFSET_DELETE
 from .offset_fetch import OFFSET_FETCH
 from .offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from .produce import PRODUCE
@@ -40,7 +42,7 @@ APIS_BY_KEY: dict[int, Api] = {
         SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, SASL_AUTHENTICATE, CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE, OFFSET_FOR_LEADER_EPOCH, GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY,
         SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE,
-        DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS,
+        DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS, OFFSET_DELETE,
     )
 }
 
@@ -51,6 +53,7 @@ __all__ = [
     "CONSUMER_GROUP_DESCRIBE",
     "CONSUMER_GROUP_HEARTBEAT",
     "CREATE_TOPICS",
+    "DELETE_SHARE_GROUP_OFFSETS",
     "DESCRIBE_GROUPS",
     "DESCRIBE_SHARE_GROUP_OFFSETS",
     "FETCH",
@@ -63,6 +66,7 @@ __all__ = [
     "LIST_OFFSETS",
     "METADATA",
     "OFFSET_COMMIT",
+    "OFFSET_DELETE",
     "OFFSET_FETCH",
     "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",

@@ -20,10 +20,12 @@ from aiokafka_lite.errors import ProtocolDecodeError, UnsupportedVersionError
 from aiokafka_lite.protocol import (
     API_VERSIONS,
     APIS_BY_KEY,
+    DELETE_SHARE_GROUP_OFFSETS,
     FETCH,
     HEARTBEAT,
     JOIN_GROUP,
     METADATA,
+    OFFSET_DELETE,
     OFFSET_FETCH,
     SASL_HANDSHAKE,
     SYNC_GROUP,
@@ -63,6 +65,7 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     19: ("CreateTopics", 2, 7, 5),
     23: ("OffsetForLeaderEpoch", 2, 4, 4),
     36: ("SaslAuthenticate", 0, 2, 2),
+    47: ("OffsetDelete", 0, 0, None),
     68: ("ConsumerGroupHeartbeat", 0, 1, 0),
     69: ("ConsumerGroupDescribe", 0, 1, 0),
     71: ("GetTelemetrySubscriptions", 0, 0, 0),
@@ -73,6 +76,7 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     79: ("ShareAcknowledge", 1, 2, 0),
     90: ("DescribeShareGroupOffsets", 0, 1, 0),
     91: ("AlterShareGroupOffsets", 0, 0, 0),
+    92: ("DeleteShareGroupOffsets", 0, 0, 0),
 }
 
 ALL_VERSIONS = [
@@ -316,6 +320,24 @@ def test_heartbeat_bytes_either_side_of_the_flexible_switch() -> None:
         "0000000a" "00000005" "00000000" "001b")
     assert encode_response(HEARTBEAT, 4, 5, {"error_code": 27}) == bytes.fromhex(
         "0000000c" "00000005" "00" "00000000" "001b" "00")
+
+
+def test_offset_delete_and_delete_share_group_offsets_bytes() -> None:
+    # OffsetDelete v0 (not flexible): header v1 (key 47, version 0, correlation id 5, client id "c"),
+    # group_id "g", one topic "t" with partition 1 (int32 array lengths).
+    body = {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]}
+    assert encode_request(OFFSET_DELETE, 0, 5, "c", body) == bytes.fromhex(
+        "0000001d" "002f" "0000" "00000005" "000163" "000167" "00000001" "000174" "00000001" "00000001")
+    # Its answer: error_code before throttle_time_ms; partition 1 refused with GROUP_SUBSCRIBED_TO_TOPIC (86).
+    answer = {"error_code": 0, "throttle_time_ms": 0,
+              "topics": [{"name": "t", "partitions": [{"partition_index": 1, "error_code": 86}]}]}
+    assert encode_response(OFFSET_DELETE, 0, 5, answer) == bytes.fromhex(
+        "0000001b" "00000005" "0000" "00000000" "00000001" "000174" "00000001" "00000001" "0056")
+    # DeleteShareGroupOffsets v0 (flexible): header v2, compact strings and arrays, topics by name
+    # only (a share group's state is deleted by whole topic), each struct ending in empty tags.
+    share = {"group_id": "g", "topics": [{"topic_name": "t"}]}
+    assert encode_request(DELETE_SHARE_GROUP_OFFSETS, 0, 5, "c", share) == bytes.fromhex(
+        "00000013" "005c" "0000" "00000005" "000163" "00" "0267" "02" "0274" "00" "00")
 
 
 def test_api_versions_response_header_has_no_tag_section_even_when_flexible() -> None:
