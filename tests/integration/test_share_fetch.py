@@ -19,7 +19,7 @@ import pytest_asyncio
 from aiokafka_lite._net.cluster import Cluster
 from aiokafka_lite._net.connection import Connection
 from aiokafka_lite._net.options import ConnectionOptions
-from aiokafka_lite.errors import IllegalStateError
+from aiokafka_lite.errors import ERROR_CODE_BY_NAME, IllegalStateError
 from aiokafka_lite.fetch.share.fetcher import ShareFetcher
 from aiokafka_lite.fetch.share.ledger import AckType
 from aiokafka_lite.fetch.share.records import ShareRecord
@@ -31,6 +31,9 @@ pytestmark = pytest.mark.asyncio
 DEADLINE = 30.0  # seconds for anything the broker does in the background (coordinator, assignment)
 LOCK_MS = 15000  # long enough that a loaded machine never lets a lock lapse by accident
 OPTIONS = ConnectionOptions(request_timeout=30.0, retry_backoff=0.05)
+# A fresh broker's group coordinator: loading, or not yet known (answers to retry, not failures).
+NOT_READY = frozenset({ERROR_CODE_BY_NAME[name] for name in (
+    "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR")})
 
 
 def _address(broker: Any) -> tuple[str, int]:
@@ -49,11 +52,14 @@ class Member:
         self._task: asyncio.Task[None] | None = None
         self.heard = asyncio.Event()  # set by each heartbeat answer
 
-    async def _heartbeat(self, topics: list[str] | None = None) -> dict[str, Any]:
+    async def _heartbeat(self, topics: list[str] | None = None, retriable: frozenset[int] = frozenset()
+                         ) -> dict[str, Any]:
         body = {"group_id": self.group, "member_id": self.member_id, "member_epoch": self.epoch,
                 "subscribed_topic_names": topics}
         answer = await self.conn.send(SHARE_GROUP_HEARTBEAT, self.conn.version_for(SHARE_GROUP_HEARTBEAT), body,
                                       timeout=10.0)
+        if answer["error_code"] in retriable:
+            return answer
         assert answer["error_code"] == 0, answer
         self.epoch = answer["member_epoch"]
         if answer["assignment"] is not None:
@@ -69,7 +75,11 @@ class Member:
                 if found["coordinators"][0]["error_code"] == 0:
                     break
                 await asyncio.sleep(0.2)
-            await self._heartbeat([self.topic])
+            while True:
+                joined = await self._heartbeat([self.topic], retriable=NOT_READY)
+                if not joined["error_code"]:
+                    break
+                await asyncio.sleep(0.2)  # the group coordinator of a fresh broker is still loading
             while not self.assigned:
                 await asyncio.sleep(0.2)
                 await self._heartbeat()
@@ -211,6 +221,30 @@ async def test_rejected_record_never_comes_back(apache_kafka_broker, conn, clust
         print(f"\nrejected offset 0, accepted 1, flushed with ShareAcknowledge: {results}; "
               f"{len(later)} records in the next 3 s")
         assert later == []
+    finally:
+        await fetcher.close(10.0)
+        await member.leave()
+
+
+@pytest.mark.parametrize("mode", ["batch_optimized", "record_limit"])
+async def test_record_limit_acquires_at_most_max_records(apache_kafka_broker, conn, cluster, mode):
+    """KIP-1206: 20 records produced together, max_records 3. Batch-optimized, the broker acquires
+    the whole batch in one fetch; record_limit (share_acquire_mode 1), at most 3 per fetch."""
+    topic, group, _ = await _setup(apache_kafka_broker, cluster, [b"%d" % i for i in range(20)])
+    member, fetcher = await _joined(conn, cluster, group, topic, explicit=True, max_records=3, acquire_mode=mode)
+    try:
+        answers = []
+        while sum(answers) < 20:
+            got = await _poll(fetcher)  # one answer a call: fetched_records(500) takes the whole of it
+            assert got, f"only {sum(answers)} of 20 records came"
+            answers.append(len(got))
+            for record in got:
+                fetcher.acknowledge(record, AckType.ACCEPT)
+        print(f"\n{mode}: records acquired per fetch {answers}")
+        if mode == "record_limit":
+            assert max(answers) <= 3
+        else:
+            assert max(answers) > 3
     finally:
         await fetcher.close(10.0)
         await member.leave()

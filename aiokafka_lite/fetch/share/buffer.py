@@ -29,6 +29,11 @@ class AcquiredBuffer:
     def current(self, tp: TopicPartition) -> AcquiredRecords:
         return self._current[tp]
 
+    def holds(self, acquired: AcquiredRecords) -> bool:
+        """``acquired`` is still buffered (not all handed out, dropped or drained)."""
+        tp = acquired.tp
+        return self._current.get(tp) is acquired or self._next.get(tp) is acquired
+
     def has_next(self, tp: TopicPartition) -> bool:
         """A second answer for ``tp`` waits already: no room for a third."""
         return tp in self._next

@@ -8,9 +8,11 @@ broker's share session (session.py) and carries the decisions taken since (ledge
 the partitions acquired from it. Answers become ``AcquiredRecords`` (records.py), handed out by
 ``fetched_records()`` as ``ShareRecord``s. ``commit()`` sends the pending decisions alone
 (ShareAcknowledge); ``close()`` cancels the tasks and ends every session with epoch -1, carrying the
-last decisions (records fetched and never handed out are released). Every request is bounded by the
-request timeout (a ShareFetch by that plus its long poll); a broker that answers with nothing at
-once, or fails, is retried after a backoff, never in a loop.
+last decisions (records fetched and never handed out are released). renewals.py renews the locks of
+records waiting here and of records a handler works on (``keep_locked``, KIP-1222) before they
+lapse; ``acquire_mode`` "record_limit" has the broker acquire at most ``max_records`` (KIP-1206).
+Every request is bounded by the request timeout (a ShareFetch by that plus its long poll); a broker
+that answers with nothing at once, or fails, is retried after a backoff, never in a loop.
 """
 
 from __future__ import annotations
@@ -23,27 +25,23 @@ from typing import Any
 
 from ..._net.backoff import Backoff
 from ..._net.metadata import BrokerInfo
-from ...errors import (
-    BrokerError,
-    IllegalStateError,
-    KafkaError,
-    KafkaTimeoutError,
-    UnsupportedVersionError,
-    broker_error,
-)
+from ...errors import BrokerError, IllegalStateError, KafkaError, KafkaTimeoutError, broker_error
 from ...liveness.deadlines import merge_within
 from ...protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
 from ...structs import TopicPartition
 from ..offset_lookup import ConnectionLike
 from ..requests import FetchCluster
 from ..responses import transient
+from .acknowledge import Acknowledged, send_acknowledgements
+from .acknowledge import AckResults as AckResults
 from .buffer import AcquiredBuffer
-from .ledger import AckType, Batch, ShareAcknowledgements, coalesce, expand
+from .ledger import AckType, Batch, ShareAcknowledgements
 from .records import AcquiredRange, AcquiredRecords, ShareRecord
+from .renewals import LockRenewals
 from .requests import (
+    ACQUIRE_MODES,
     LEADER_MOVED,
     MAX_SHARE_VERSION,
-    RENEW_VERSION,
     ShareFetchSettings,
     ack_outcome,
     answered_partitions,
@@ -53,8 +51,6 @@ from .session import FINAL_EPOCH, SHARE_SESSION_NOT_FOUND, ShareSession
 
 log = logging.getLogger("aiokafka_lite.share.fetcher")
 
-AckResults = dict[TopicPartition, KafkaError | None]
-
 
 class ShareFetcher:
     """Fetches the records a share group member acquires, hands them out, and acknowledges them."""
@@ -63,10 +59,11 @@ class ShareFetcher:
                  max_wait_ms: int = 500, min_bytes: int = 1, max_bytes: int = 52_428_800,
                  max_records: int = 500, request_timeout: float = 30.0, check_crcs: bool = True,
                  retry_backoff: float = 0.1, retry_backoff_max: float = 1.0,
-                 max_version: int = MAX_SHARE_VERSION) -> None:
+                 max_version: int = MAX_SHARE_VERSION, acquire_mode: str = "batch_optimized",
+                 renewal_max: float = 300.0) -> None:
         self._cluster = cluster
         self._settings = ShareFetchSettings(group_id, member_id, max_wait_ms, min_bytes, max_bytes,
-                                            max_records, max_records)
+                                            max_records, max_records, ACQUIRE_MODES[acquire_mode])
         self._explicit = explicit
         self._request_timeout = request_timeout
         self._check_crcs = check_crcs
@@ -77,8 +74,13 @@ class ShareFetcher:
         self._acks = ShareAcknowledgements()
         self._acquired_from: dict[TopicPartition, int] = {}  # acknowledgements go to that broker
         self._buffer = AcquiredBuffer(refill_at=2 * max_records)  # acquired, not yet all handed out
-        self._errors: list[KafkaError] = []  # raised once each from fetched_records()
         self._ack_results: AckResults = {}  # of acknowledgements sent with fetches, not yet taken
+        self._renewals = LockRenewals(  # keeps the locks of records waiting here and of handlers' records
+            acks=self._acks, buffer=self._buffer, nodes=self._acquired_from, send=self._send_on,
+            session_open=lambda node: node in self._sessions and self._sessions[node].open,
+            on_results=lambda results: self._ack_results.update(results),  # replaced when taken
+            queue_wait=max_wait_ms / 1000, bound=renewal_max, retry_backoff=retry_backoff)
+        self._errors: list[KafkaError] = []  # raised once each from fetched_records()
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._side_tasks: set[asyncio.Task[Any]] = set()  # metadata refreshes
         self._failures: dict[int, Backoff] = {}
@@ -170,7 +172,7 @@ class ShareFetcher:
             mine = self._acks.pending(tp for tp, n in self._acquired_from.items() if n == node)
             if mine - wanted and session.open:  # partitions no longer fetched from here: settle them alone
                 taken = self._acks.take(mine - wanted, renewals=True)
-                self._ack_results.update(await self._acknowledge(conn, node, taken, version))
+                self._ack_results.update((await self._acknowledge(conn, node, taken, version)).results)
             plan = session.fetch_plan(wanted)
             taken = {} if plan.opens else self._acks.take(mine & wanted, renewals=False)
             ids = self._topic_ids(wanted | plan.forget | taken.keys())
@@ -205,6 +207,7 @@ class ShareFetcher:
             return True
         if code:
             raise broker_error(code, f"ShareFetch to broker {node}")
+        self._renewals.lock_is(response["acquisition_lock_timeout_ms"])
         deadline = asyncio.get_running_loop().time() + response["acquisition_lock_timeout_ms"] / 1000
         endpoints = {e["node_id"]: BrokerInfo(e["node_id"], e["host"], e["port"], e["rack"])
                      for e in response.get("node_endpoints") or ()}
@@ -243,7 +246,10 @@ class ShareFetcher:
         self._acquired_from[tp] = node
         if self._acks.reacquired(tp, (o for r in acquired for o in range(r.first_offset, r.last_offset + 1))):
             log.info("records of %s came back to this member after their locks lapsed: earlier decisions dropped", tp)
-        self._buffer.add(AcquiredRecords(tp, node, part["records"], acquired, deadline, check_crcs=self._check_crcs))
+            self._renewals.forget(tp, [o for r in acquired for o in range(r.first_offset, r.last_offset + 1)])
+        records = AcquiredRecords(tp, node, part["records"], acquired, deadline, check_crcs=self._check_crcs)
+        self._buffer.add(records)
+        self._renewals.waiting(records)
         return True
 
     def _topic_ids(self, tps: Iterable[TopicPartition]) -> dict[str, Any]:
@@ -362,6 +368,18 @@ class ShareFetcher:
             raise IllegalStateError("acknowledge_all() is for explicit acknowledgement mode")
         return self._acks.acknowledge_all(records, ack_type)
 
+    def keep_locked(self, record: ShareRecord) -> None:
+        """A handler works on ``record``: renew its acquisition lock before it lapses (KIP-1222, v2
+        brokers) until ``release_lock()`` or renewal_max seconds; a decision ends it too."""
+        self._renewals.keep(record)
+
+    def release_lock(self, record: ShareRecord) -> None:
+        """No longer renew ``record``'s lock (its handler ended)."""
+        self._renewals.release(TopicPartition(record.topic, record.partition), record.offset)
+
+    def renewal_metrics(self) -> dict[str, int]:
+        return self._renewals.metrics()
+
     def take_acknowledgement_results(self) -> AckResults:
         """The results of the acknowledgements sent with fetches since the last call (None: done)."""
         results, self._ack_results = self._ack_results, {}
@@ -402,48 +420,25 @@ class ShareFetcher:
 
     async def _acknowledge_on(self, node: int, taken: dict[TopicPartition, list[Batch]],
                               epoch: int | None = None) -> AckResults:
+        return (await self._send_on(node, taken, epoch)).results
+
+    async def _send_on(self, node: int, taken: dict[TopicPartition, list[Batch]],
+                       epoch: int | None = None) -> Acknowledged:
         try:
             conn: ConnectionLike = await self._cluster.connection(node, timeout=self._request_timeout)
             version = conn.version_for(SHARE_ACKNOWLEDGE, self._max_version)
             return await self._acknowledge(conn, node, taken, version, epoch)
         except Exception as exc:
-            return dict.fromkeys(taken, as_kafka_error(exc))
+            return Acknowledged(dict.fromkeys(taken, as_kafka_error(exc)), None)
 
     async def _acknowledge(self, conn: ConnectionLike, node: int, taken: dict[TopicPartition, list[Batch]],
-                           version: int, epoch: int | None = None) -> AckResults:
+                           version: int, epoch: int | None = None) -> Acknowledged:
         """One ShareAcknowledge to ``node`` carrying ``taken`` (``epoch``: -1 closes the session)."""
-        session = self._sessions[node]
-        results: AckResults = {}
-        renewing = {tp for tp, batches in taken.items() if AckType.RENEW in expand(batches).values()}
-        if renewing and version < RENEW_VERSION:  # the broker has no RENEW: the rest go, the renewals not
-            for tp in renewing:
-                kept = {o: t for o, t in expand(taken.pop(tp)).items() if t is not AckType.RENEW}
-                if kept:
-                    taken[tp] = coalesce(kept)
-                results[tp] = UnsupportedVersionError(f"broker {node} cannot renew acquisition locks (v{version})")
-        if not taken and epoch != FINAL_EPOCH:
-            return results
-        ids = self._topic_ids(taken)
-        epoch = session.acknowledge_epoch() if epoch is None else epoch
-        try:
-            response = await conn.send(SHARE_ACKNOWLEDGE, version,
-                                       self._settings.acknowledge_body(epoch, taken, ids, renew=bool(renewing)),
-                                       timeout=self._request_timeout + self._settings.max_wait_ms / 1000)
-        except BaseException:
-            session.reset()
-            raise
-        code = response["error_code"]
-        if code:
-            session.answered(code)
-            if epoch != FINAL_EPOCH and not session.open:  # the session ended: they go with the next one
-                self._acks.restore(taken)
-            return {**results, **dict.fromkeys(taken, broker_error(code, f"ShareAcknowledge to broker {node}"))}
-        answered: AckResults = dict.fromkeys(taken)
-        for tp, part in answered_partitions(response, {v: k for k, v in ids.items()}):
-            if tp in taken:
-                answered[tp] = ack_outcome(part["error_code"], f"acknowledging {tp}")
-        # A partition whose renewals could not go reports that, unless the rest failed too.
-        return {**results, **{tp: error for tp, error in answered.items() if error is not None or tp not in results}}
+        done = await send_acknowledgements(
+            conn, node, self._sessions[node], version, taken, settings=self._settings, acks=self._acks,
+            topic_ids=self._topic_ids, timeout=self._request_timeout + self._settings.max_wait_ms / 1000, epoch=epoch)
+        self._renewals.lock_is(done.lock_ms)
+        return done
 
     # ------------------------------------------------------------------ closing
 
@@ -471,7 +466,8 @@ class ShareFetcher:
             self.send_fetches()
 
     async def _end_sessions(self, timeout: float | None, accept: bool) -> AckResults:
-        tasks = [*self._in_flight.values(), *self._side_tasks]
+        # Renewals stop too: the sessions' end releases what they held.
+        tasks = [*self._in_flight.values(), *self._side_tasks, *self._renewals.halt(final=self._closed)]
         for task in tasks:
             task.cancel()
         if tasks:

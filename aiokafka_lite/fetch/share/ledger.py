@@ -108,6 +108,10 @@ class ShareAcknowledgements:
         for offset in offsets:
             decided[offset] = AckType.RELEASE
 
+    def renew_waiting(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
+        """Acquired offsets of ``tp`` not yet handed out: renew their locks (they wait their turn)."""
+        self._renewals.setdefault(tp, set()).update(offsets)
+
     def acknowledge(self, tp: TopicPartition, offset: int, ack_type: AckType | int) -> None:
         """The caller's decision for the handed-out record at ``offset`` of ``tp``."""
         try:

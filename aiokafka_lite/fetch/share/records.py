@@ -51,14 +51,14 @@ class AcquiredRange(NamedTuple):
 class AcquiredRecords:
     """One partition's part of a ShareFetch answer, waiting to be handed out."""
 
-    __slots__ = ("_cursor", "_deadline", "_error", "_index", "_ranges", "_records", "node_id", "tp")
+    __slots__ = ("_cursor", "_error", "_index", "_ranges", "_records", "deadline", "node_id", "tp")
 
     def __init__(self, tp: TopicPartition, node_id: int, data: Buffer | None, acquired: Iterable[AcquiredRange],
                  deadline: float, *, check_crcs: bool = True) -> None:
         self.tp = tp
         self.node_id = node_id  # the broker that acquired them: acknowledgements go there
         self._ranges = sorted(acquired)
-        self._deadline = deadline
+        self.deadline = deadline  # when the lock lapses; a renewal (renewals.py) moves it
         self._index = 0  # the range the cursor is in
         self._cursor = self._ranges[0].first_offset if self._ranges else 0  # the next acquired offset not yet passed
         self._records = (PartitionRecords(tp.topic, tp.partition, data, self._cursor, check_crcs=check_crcs)
@@ -128,7 +128,7 @@ class AcquiredRecords:
         if self._index >= len(ranges) or offset < self._cursor or offset < ranges[self._index].first_offset:
             return  # not acquired for us (before the cursor or between ranges)
         r = ranges[self._index]
-        out.append(ShareRecord._make((*record, r.delivery_count, self._deadline)))
+        out.append(ShareRecord._make((*record, r.delivery_count, self.deadline)))
         self._cursor = offset + 1
         if self._cursor > r.last_offset:
             self._index += 1

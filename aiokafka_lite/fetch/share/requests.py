@@ -24,7 +24,9 @@ LEADER_MOVED = frozenset({NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
                           ERROR_CODE_BY_NAME["FENCED_LEADER_EPOCH"], ERROR_CODE_BY_NAME["UNKNOWN_TOPIC_ID"]})
 RENEW_VERSION = 2  # ShareFetch/ShareAcknowledge v2: is_renew_ack, the RENEW type (KIP-1222)
 MAX_SHARE_VERSION = 2
-_BATCH_OPTIMIZED = 0  # share_acquire_mode (v2): whole batches, max_records a soft limit
+# share_acquire_mode (v2, KIP-1206; Java's share.acquire.mode): batch_optimized hands out whole
+# batches, max_records a soft limit; record_limit acquires at most max_records.
+ACQUIRE_MODES = {"batch_optimized": 0, "record_limit": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,7 @@ class ShareFetchSettings:
     max_bytes: int = 52_428_800
     max_records: int = 500
     batch_size: int = 500
+    acquire_mode: int = ACQUIRE_MODES["batch_optimized"]
 
     def fetch_body(self, plan: SharePlan, acks: Mapping[TopicPartition, list[Batch]],
                    topic_ids: Mapping[str, uuid.UUID]) -> dict[str, Any]:
@@ -53,7 +56,7 @@ class ShareFetchSettings:
             "max_bytes": self.max_bytes,
             "max_records": self.max_records,
             "batch_size": self.batch_size,
-            "share_acquire_mode": _BATCH_OPTIMIZED,
+            "share_acquire_mode": self.acquire_mode,
             "is_renew_ack": False,
             "topics": _topics(partitions, topic_ids),
             "forgotten_topics_data": [{"topic_id": topic_ids[topic], "partitions": parts}

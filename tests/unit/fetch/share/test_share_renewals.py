@@ -1,0 +1,153 @@
+"""The share fetcher's lock renewals (fetch/share/renewals.py, KIP-1222) and acquire mode (KIP-1206)
+against scripted ShareFetch/ShareAcknowledge answers: records waiting in the buffer and records a
+handler keeps are renewed before their short locks lapse, in one ShareAcknowledge with is_renew_ack;
+others are not; renewing stops at the bound and on a broker without RENEW, said once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from aiokafka_lite.fetch.share.ledger import AckType
+from aiokafka_lite.protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
+
+from .test_share_fetcher import (
+    T0,
+    FakeCluster,
+    acks_in,
+    batch,
+    fetch_answer,
+    fetcher_for,
+    part,
+    records_of,
+    until_requests,
+)
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("record_decoder")]
+
+LOCK_MS = 400  # max_wait_ms is 100 (fetcher_for): renewed 250 ms after the answer at the latest
+
+
+def renewals(cluster: FakeCluster) -> list[dict[int, list[dict[str, Any]]]]:
+    return [acks_in(body) for body in cluster.sent(SHARE_ACKNOWLEDGE) if body["is_renew_ack"]]
+
+
+async def test_records_waiting_to_be_handed_out_are_renewed_before_their_lock_lapses() -> None:
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 4), [(0, 3, 1)]), lock_ms=LOCK_MS))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        await fetcher.wait_for_data(5.0)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await asyncio.sleep(3 * LOCK_MS / 1000)  # nothing handed out for three lock durations
+        # renewed once: the answer (ack_answer) gives a 30 s lock, which needs no renewal yet
+        assert renewals(cluster) == [{0: [{"first_offset": 0, "last_offset": 3,
+                                           "acknowledge_types": [AckType.RENEW]}]}]
+        records = fetcher.fetched_records(2)[T0]
+        assert records[0].acquisition_deadline - began > 25  # the renewed deadline goes with them
+        assert fetcher.renewal_metrics()["records_renewed"] == 4
+    finally:
+        await fetcher.close(1.0)
+
+
+async def test_a_kept_record_is_renewed_and_one_handed_out_without_a_handler_is_not() -> None:
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 2), [(0, 1, 1)]), lock_ms=LOCK_MS))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        kept, left = (await records_of(fetcher))[T0]
+        fetcher.keep_locked(kept)
+        answers = [fetch_answer(lock_ms=LOCK_MS)]  # the next fetches find nothing
+        cluster.answer(SHARE_FETCH, answers[0])
+        await asyncio.sleep(3 * LOCK_MS / 1000)
+        sent = renewals(cluster)
+        assert sent
+        assert all(acks == {0: [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [AckType.RENEW]}]}
+                   for acks in sent), sent  # never offset 1: no handler keeps it
+        fetcher.release_lock(kept)
+        count = len(renewals(cluster))
+        await asyncio.sleep(3 * LOCK_MS / 1000)
+        assert len(renewals(cluster)) == count
+        fetcher.acknowledge(kept, AckType.ACCEPT)
+        fetcher.acknowledge(left, AckType.ACCEPT)
+    finally:
+        await fetcher.close(1.0)
+
+
+async def test_a_decision_pending_for_the_broker_goes_with_the_renewal() -> None:
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 2), [(0, 1, 1)]), lock_ms=LOCK_MS))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        kept, done = (await records_of(fetcher))[T0]
+        await until_requests(cluster, SHARE_FETCH, 2)
+        fetcher.keep_locked(kept)
+        fetcher.acknowledge(done, AckType.ACCEPT)  # the fetch in flight was built before it
+        await asyncio.sleep(LOCK_MS / 1000)
+        assert renewals(cluster)[0] == {0: [{"first_offset": 0, "last_offset": 1,
+                                             "acknowledge_types": [AckType.RENEW, AckType.ACCEPT]}]}
+        assert fetcher.take_acknowledgement_results() == {T0: None}  # the accept's result, as any other
+    finally:
+        await fetcher.close(1.0)
+
+
+async def test_renewing_stops_at_the_bound_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 2), [(0, 1, 1)]), lock_ms=LOCK_MS))
+    fetcher = fetcher_for(cluster, explicit=True, renewal_max=0.5)
+    try:
+        fetcher.assign([T0])
+        kept, other = (await records_of(fetcher))[T0]
+        fetcher.keep_locked(kept)
+        fetcher.keep_locked(other)
+        await asyncio.sleep(1.5)
+        assert renewals(cluster)  # within the bound
+        count = len(renewals(cluster))
+        await asyncio.sleep(0.5)
+        assert len(renewals(cluster)) == count
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1
+        assert "share_lock_renewal_max_ms" in warnings[0]
+        assert fetcher.renewal_metrics()["given_up"] == 2
+    finally:
+        await fetcher.close(1.0)
+
+
+async def test_a_broker_without_renew_ends_renewing_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    cluster = FakeCluster({T0: 1})
+    cluster.version = 1
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 2), [(0, 1, 1)]), lock_ms=LOCK_MS))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        kept, _ = (await records_of(fetcher))[T0]
+        fetcher.keep_locked(kept)
+        await asyncio.sleep(3 * LOCK_MS / 1000)
+        assert renewals(cluster) == []  # v1 has no is_renew_ack: nothing goes
+        warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1
+        assert "cannot renew" in warnings[0]
+        assert fetcher.renewal_metrics()["watched"] == 0
+    finally:
+        await fetcher.close(1.0)
+
+
+@pytest.mark.parametrize(("mode", "wire"), [("batch_optimized", 0), ("record_limit", 1)])
+async def test_the_acquire_mode_goes_in_every_share_fetch(mode: str, wire: int) -> None:
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 2), [(0, 1, 1)])))
+    fetcher = fetcher_for(cluster, acquire_mode=mode, max_records=7)
+    try:
+        fetcher.assign([T0])
+        await records_of(fetcher)
+        [first, *_] = cluster.sent(SHARE_FETCH)
+        assert (first["share_acquire_mode"], first["max_records"]) == (wire, 7)
+    finally:
+        await fetcher.close(1.0)
