@@ -222,6 +222,14 @@ class SettingFields:
         Choice("implicit", "explicit"), "ShareConsumer only (KIP-932, Java's share.acknowledgement.mode): "
         "implicit accepts the records a task got when it polls again; explicit wants acknowledge() for "
         "each. The Consumer ignores it."))
+    share_acquire_mode: str = field(default="batch_optimized", metadata=_meta(
+        Choice("batch_optimized", "record_limit"), "ShareConsumer only (KIP-1206, Java's share.acquire.mode): "
+        "batch_optimized lets the broker acquire whole batches, more than max_poll_records per fetch; "
+        "record_limit has it acquire at most max_poll_records (ShareFetch v2: Kafka 4.2+). The Consumer ignores it."))
+    share_lock_renewal_max_ms: int = field(default=300000, metadata=_meta(
+        Int(0), "ShareConsumer only (no Java setting): how long a record's acquisition lock is renewed "
+        "(KIP-1222 RENEW, before it lapses) while a handler works on it (process_share(), renewing(), "
+        "acknowledging()) or while it waits to be handed out; after that it lapses. 0 never renews."))
     heartbeat_mode: str = field(default="task", metadata=_meta(
         Choice("task", "thread"), "Heartbeat from an asyncio task, or from a thread that keeps "
         "the session alive while the event loop is blocked."))

@@ -15,7 +15,9 @@ The shape is processing.Processor's: ``ShareProcessor(share, handler, on_failure
 broker does for a share group replaces the watermark, the ordering and the in-process retries:
 
 - ``concurrency`` worker tasks each poll the consumer for one record at a time and run the handler
-  on it. A handler that returns: the record is accepted (never delivered again).
+  on it. A handler that returns: the record is accepted (never delivered again). While it runs,
+  the record's acquisition lock is renewed (the consumer's ``renewing()``, KIP-1222) up to
+  share_lock_renewal_max_ms, so a slow handler's record is not delivered to another member meanwhile.
 - A handler that raises: the record is released, so the broker delivers it again (to any member)
   with its delivery count one higher: that redelivery is the retry. Once the record's
   ``delivery_count`` exceeds ``max_retries`` (the attempts after the first; None leaves it to the
@@ -45,6 +47,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -73,6 +76,8 @@ class ShareSource(Protocol):
     async def poll(self, timeout: float = ..., max_records: int | None = ...) -> list[ShareRecord]: ...
 
     def acknowledge(self, record: ShareRecord, type: AckType | str = ...) -> None: ...
+
+    def renewing(self, record: ShareRecord) -> AbstractContextManager[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -215,7 +220,8 @@ class ShareProcessor:
         self.peak_in_progress = max(self.peak_in_progress, self.in_progress)
         try:
             try:
-                await self._handler(record)
+                with self._share.renewing(record):  # its lock renewed while the handler runs
+                    await self._handler(record)
             except asyncio.CancelledError as exc:
                 if cancel_is_ours():  # drain timeout, run() cancelled, the consumer closed
                     self._decide(record, AckType.RELEASE)

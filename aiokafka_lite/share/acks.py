@@ -1,5 +1,6 @@
-"""Small parts of the ShareConsumer: acknowledge types by name, the per-record block that
-acknowledges by outcome, the counts metrics() shows, and the deserializers applied at hand-out."""
+"""Small parts of the ShareConsumer: acknowledge types by name, the per-record blocks that keep the
+record's lock while they run and acknowledge by outcome, the counts metrics() shows, and the
+deserializers applied at hand-out."""
 
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ class Acknowledger(Protocol):
 
     def acknowledge(self, record: ShareRecord, type: AckType | str = ...) -> None: ...
 
+
+class LockKeeper(Protocol):
+    """What Renewing needs of the share fetcher (fetch/share/fetcher.py ShareFetcher)."""
+
+    def keep_locked(self, record: ShareRecord) -> None: ...
+
+    def release_lock(self, record: ShareRecord) -> None: ...
+
+
 _BY_NAME = {"accept": AckType.ACCEPT, "release": AckType.RELEASE, "reject": AckType.REJECT,
             "renew": AckType.RENEW}
 
@@ -42,17 +52,43 @@ def ack_type_of(value: AckType | str) -> AckType:
     raise InvalidArgumentError(f"acknowledge type must be one of {', '.join(_BY_NAME)}, got {value!r}")
 
 
-class Acknowledging:
-    """One record's block: accepted when it ends normally, released when it raises (a
-    cancellation included, which then goes on). An acknowledge() inside the block wins."""
+class Renewing:
+    """One record's block that keeps its acquisition lock while it runs (KIP-1222 RENEW, sent by the
+    fetcher before the lock lapses, for at most share_lock_renewal_max_ms). ``keeper`` None: nothing
+    to keep (the record is no longer this consumer's, or the consumer is closed)."""
 
-    def __init__(self, share: Acknowledger, record: ShareRecord) -> None:
-        self._share, self.record = share, record
+    def __init__(self, keeper: LockKeeper | None, record: ShareRecord) -> None:
+        self._keeper, self.record = keeper, record
 
     def __enter__(self) -> ShareRecord:
+        if self._keeper is not None:
+            self._keeper.keep_locked(self.record)
         return self.record
 
+    def __exit__(self, *exc: object) -> None:
+        if self._keeper is not None:
+            self._keeper.release_lock(self.record)
+
+    async def __aenter__(self) -> ShareRecord:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__()
+
+
+class Acknowledging:
+    """One record's block: its lock kept while it runs (``renewing``); accepted when it ends
+    normally, released when it raises (a cancellation included, which then goes on). An
+    acknowledge() inside the block wins."""
+
+    def __init__(self, share: Acknowledger, record: ShareRecord, renewing: Renewing) -> None:
+        self._share, self.record, self._renewing = share, record, renewing
+
+    def __enter__(self) -> ShareRecord:
+        return self._renewing.__enter__()
+
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self._renewing.__exit__()
         if self._share.closed or not self._share.holds(self.record):
             return  # acknowledged inside the block, or closed (the broker releases what it held)
         if exc_type is None:
@@ -62,7 +98,7 @@ class Acknowledging:
             self._share.acknowledge(self.record, AckType.RELEASE)
 
     async def __aenter__(self) -> ShareRecord:
-        return self.record
+        return self.__enter__()
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         self.__exit__(exc_type)

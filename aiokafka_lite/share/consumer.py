@@ -31,7 +31,7 @@ from ..group.share.state import State
 from ..liveness.closing import Closing, cancel
 from ..liveness.deadlines import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
 from ..structs import TopicPartition
-from .acks import AckCounts, Acknowledging, ack_type_of, deserialize
+from .acks import AckCounts, Acknowledging, Renewing, ack_type_of, deserialize
 from .held import HeldRecords
 from .kept import KeptRecords
 from .lifecycle import StartOnce
@@ -352,11 +352,21 @@ class ShareConsumer:
         self.counts.count(kind)
 
     def acknowledging(self, record: ShareRecord) -> Acknowledging:
-        """``with share.acknowledging(record):`` (or ``async with``) accepts the record when the
-        block ends normally and releases it when the block raises, cancellation included."""
+        """``with share.acknowledging(record):`` (or ``async with``) keeps the record's lock while the
+        block runs (as ``renewing()``), accepts the record when the block ends normally and releases
+        it when the block raises, cancellation included."""
         if not self.explicit:
             raise IllegalStateError("acknowledging() needs share_acknowledgement_mode='explicit'")
-        return Acknowledging(self, record)
+        return Acknowledging(self, record, self.renewing(record))
+
+    def renewing(self, record: ShareRecord) -> Renewing:
+        """``with share.renewing(record):`` (or ``async with``): while the block runs, the record's
+        acquisition lock is renewed before it lapses (KIP-1222 RENEW, brokers with ShareAcknowledge
+        v2), for at most share_lock_renewal_max_ms, so the broker does not hand it to another member
+        meanwhile. The decision stays the caller's; a renewal that fails is logged, never raised.
+        Nothing is kept for a delivery no longer this task's to decide, or once the consumer is closed."""
+        keep = self._fetcher is not None and not self._closing.closed and self._held.holds(record)
+        return Renewing(self._fetcher if keep else None, record)
 
     def holds(self, record: ShareRecord) -> bool:
         """This delivery of ``record`` was handed out and awaits a decision (False for an earlier
@@ -436,6 +446,7 @@ class ShareConsumer:
         if self._fetcher is not None:
             figures["share_sessions"] = self._fetcher.sessions()
             figures["fetches_in_flight"] = self._fetcher.in_flight()
+            figures["lock_renewals"] = self._fetcher.renewal_metrics()
         return figures
 
 

@@ -62,4 +62,6 @@ def make_fetcher(config: ConsumerConfig, cluster: Cluster, member_id: str) -> Sh
                         max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes,
                         max_bytes=config.fetch_max_bytes, max_records=config.max_poll_records,
                         request_timeout=config.request_timeout, check_crcs=config.check_crcs,
-                        retry_backoff=config.retry_backoff, retry_backoff_max=config.retry_backoff_max)
+                        retry_backoff=config.retry_backoff, retry_backoff_max=config.retry_backoff_max,
+                        acquire_mode=config.share_acquire_mode,
+                        renewal_max=config.share_lock_renewal_max_ms / 1000)

@@ -4,6 +4,8 @@ retry, the retry count and the hook, cancellation releasing, how it ends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,6 +36,17 @@ class FakeShare:
         self.acks: list[tuple[int, int, AckType]] = []  # offset, delivery count, type
         self.closed = False
         self.arrived = asyncio.Event()
+        self.renewing_now: set[int] = set()  # offsets inside a renewing() block now
+        self.renewed: list[int] = []  # offsets that entered one
+
+    @contextlib.contextmanager
+    def renewing(self, r: ShareRecord) -> Iterator[ShareRecord]:
+        self.renewing_now.add(r.offset)
+        self.renewed.append(r.offset)
+        try:
+            yield r
+        finally:
+            self.renewing_now.discard(r.offset)
 
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ShareRecord]:
         if self.closed:
@@ -47,6 +60,7 @@ class FakeShare:
         assert isinstance(type, AckType)
         if self.closed:
             raise ConsumerClosedError("closed")  # as the ShareConsumer: the broker released it at close
+        assert r.offset not in self.renewing_now, "decided while its lock is still kept"
         self.acks.append((r.offset, r.delivery_count, type))
         if type is AckType.RELEASE:
             self.queue.append(r._replace(delivery_count=r.delivery_count + 1))
@@ -319,3 +333,25 @@ async def test_a_close_during_the_drain_cuts_it_short() -> None:
     share.closed = True
     result = await asyncio.wait_for(task, 1.0)
     assert (result.reason, len(ended)) == ("closed", 1)
+
+
+async def test_each_handler_runs_with_its_records_lock_kept_and_the_decision_comes_after() -> None:
+    """The handler runs inside the source's renewing() block (the ShareConsumer renews the lock
+    meanwhile, KIP-1222); the block has ended when the record is decided, whatever the outcome."""
+    share = FakeShare(record(0), record(1), record(2))
+    inside: list[bool] = []
+
+    async def handler(r: ShareRecord) -> None:
+        inside.append(r.offset in share.renewing_now)
+        await asyncio.sleep(0.01)
+        if r.offset == 1 and r.delivery_count == 1:
+            raise ValueError("fails once")
+
+    proc = ShareProcessor(share, handler, max_retries=3, concurrency=2)
+    run = asyncio.create_task(proc.run())
+    await until(lambda: proc.accepted == 3)
+    proc.stop()
+    await run
+    assert inside == [True] * 4
+    assert sorted(share.renewed) == [0, 1, 1, 2]
+    assert share.renewing_now == set()

@@ -73,6 +73,7 @@ class FakeFetcher:
         self.closed = False
         self.commit_delay = 0.0
         self.ended: list[float | None] = []
+        self.locked: list[int] = []  # offsets whose locks are kept now (renewing())
 
     def add(self, *records: ShareRecord) -> None:
         self.queue.extend(records)
@@ -139,6 +140,15 @@ class FakeFetcher:
 
     def in_flight(self) -> int:
         return 0
+
+    def keep_locked(self, rec: ShareRecord) -> None:
+        self.locked.append(rec.offset)
+
+    def release_lock(self, rec: ShareRecord) -> None:
+        self.locked.remove(rec.offset)
+
+    def renewal_metrics(self) -> dict[str, int]:
+        return {"watched": len(self.locked)}
 
 
 class Parts:

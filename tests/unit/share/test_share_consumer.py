@@ -193,6 +193,28 @@ async def test_acknowledging_block_accepts_or_releases_by_outcome(parts: Parts) 
         assert parts.fetcher.acks == [(0, AckType.ACCEPT), (1, AckType.RELEASE), (2, AckType.RELEASE)]
 
 
+async def test_renewing_and_acknowledging_keep_the_lock_while_their_block_runs(parts: Parts) -> None:
+    """The fetcher keeps the record's lock (KIP-1222) from the block's start to its end, and the
+    decision of acknowledging() comes after; nothing is kept for a record already decided, nor once
+    the consumer is closed."""
+    async with share(share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(record(0), record(1), record(2))
+        a, b, c = await s.poll(1.0)
+        async with s.renewing(a):
+            assert parts.fetcher.locked == [0]
+        assert parts.fetcher.locked == []
+        assert parts.fetcher.acks == []  # renewing() decides nothing
+        with s.acknowledging(b):
+            assert parts.fetcher.locked == [1]
+        assert (parts.fetcher.locked, parts.fetcher.acks) == ([], [(1, AckType.ACCEPT)])
+        with s.renewing(b):  # decided already: nothing to keep
+            assert parts.fetcher.locked == []
+        s.acknowledge(a, "accept")
+    with s.renewing(c):
+        assert parts.fetcher.locked == []
+    assert "lock_renewals" in s.metrics()
+
+
 async def test_implicit_mode_accepts_a_finished_tasks_records_and_releases_a_cancelled_ones(parts: Parts) -> None:
     async with share() as s:
         parts.fetcher.add(record(0), record(1))

@@ -27,9 +27,10 @@ AIOKAFKA_LITE_MODEL_STEPS, AIOKAFKA_LITE_MODEL_IGNORE (kinds of violation to let
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -128,6 +129,7 @@ class ScriptedShare:
         self.outstanding: dict[Delivery, ShareRecord] = {}
         self.decided: dict[Delivery, AckType] = {}
         self.closed = False
+        self.renewing_now: set[Delivery] = set()
 
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ShareRecord]:
         if self.closed:
@@ -146,6 +148,7 @@ class ScriptedShare:
         if self.closed:
             raise ConsumerClosedError("closed")  # not a decision: the broker took it back
         delivery = (rec.offset, rec.delivery_count)
+        assert delivery not in self.renewing_now, f"{delivery} decided while its handler's block runs"
         self.model.deciding(delivery, type)
         if delivery not in self.outstanding:
             raise IllegalStateError(f"{delivery} is not awaiting a decision")
@@ -153,6 +156,15 @@ class ScriptedShare:
         self.decided[delivery] = type
         if type is AckType.RELEASE and rec.delivery_count < LIMIT:
             self.queue.append(rec._replace(delivery_count=rec.delivery_count + 1))
+
+    @contextlib.contextmanager
+    def renewing(self, rec: ShareRecord) -> Iterator[ShareRecord]:
+        """The handler's block: the record's lock kept while it runs; over before any decision."""
+        self.renewing_now.add((rec.offset, rec.delivery_count))
+        try:
+            yield rec
+        finally:
+            self.renewing_now.discard((rec.offset, rec.delivery_count))
 
     async def close(self) -> None:
         self.closed = True
