@@ -25,6 +25,7 @@ from ..errors import (
     KafkaTimeoutError,
     ProtocolDecodeError,
 )
+from .exceptions import MisroutedConnectionError
 from .frames import FrameSizeError
 from .options import ConnectionOptions
 
@@ -70,8 +71,8 @@ def explain(error: KafkaError, step: Step, address: str, options: ConnectionOpti
 def _explained(error: KafkaError, step: Step, address: str, options: ConnectionOptions,
                seconds: float | None) -> KafkaError:
     uses_tls = options.uses_tls
-    if isinstance(error, AuthenticationError) or step is Step.TOKEN:
-        return error  # already says why (certificate verification, SASL, the token's source)
+    if isinstance(error, AuthenticationError | MisroutedConnectionError) or step is Step.TOKEN:
+        return error  # already says why (certificate verification, SASL, the token's source, KIP-1242)
     root = _low_level_cause(error)
     if isinstance(error, KafkaTimeoutError):
         return KafkaTimeoutError(f"{address} timed out {step.value} (no answer within {seconds} s)"

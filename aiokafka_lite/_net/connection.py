@@ -40,12 +40,18 @@ from ..errors import (
 from ..protocol.api import Api, decode_response, encode_request, peek_correlation_id, pick_version
 from ..protocol.messages.api_versions import API_VERSIONS
 from .connect_failure import Step, api_versions_unanswered, explain, tls_handshake_unanswered
-from .exceptions import map_exceptions, translate
+from .exceptions import MisroutedConnectionError, map_exceptions, translate
 from .frame_thread import ThreadedFrames
 from .frame_thread import available as frame_thread_available
 from .frames import FrameProtocol
 from .monitor import ConnectionMonitor
-from .negotiation import api_versions_body, api_versions_ranges, api_versions_retry
+from .negotiation import (
+    IntendedBroker,
+    api_versions_body,
+    api_versions_ranges,
+    api_versions_retry,
+    refused_as_misrouted,
+)
 from .options import ConnectionOptions
 from .sasl import next_request, sasl_exchange, session_lifetime
 from .tls import build_ssl_context, open_transport
@@ -127,11 +133,13 @@ class Connection:
                    timeout: Timeout = DEFAULT,
                    node_id: int | None = None,
                    monitor: ConnectionMonitor | None = None,
-                   on_silence: Callable[[str], None] | None = None) -> Connection:
+                   on_silence: Callable[[str], None] | None = None,
+                   intended: IntendedBroker | None = None) -> Connection:
         """Connect, negotiate API versions and authenticate, all within one ``timeout``; an
         OAUTHBEARER token is not the broker's to give, so the provider has its own (request_timeout),
         whose error names it. ``on_silence`` is told once, SILENCE_SAID_AFTER seconds into an
-        unanswered TLS handshake or ApiVersions, what that means; waiting goes on to the timeout."""
+        unanswered TLS handshake or ApiVersions, what that means; waiting goes on to the timeout.
+        ``intended``: the cluster and node meant, for the broker to check (KIP-1242)."""
         seconds = options.request_timeout if isinstance(timeout, RequestTimeoutDefault) else timeout
         ssl_context = build_ssl_context(options)
         step = Step.CONNECT  # the failing step tells what an error means (connect_failure)
@@ -146,7 +154,7 @@ class Connection:
                     try:
                         step = Step.API_VERSIONS
                         with _told_if_silent(on_silence, api_versions_unanswered, address, seconds):
-                            await conn._negotiate_versions()
+                            await conn._negotiate_versions(intended)
                         if options.uses_sasl:
                             if options.oauth_tokens is not None and options.sasl_mechanism == "OAUTHBEARER":
                                 step = Step.TOKEN  # its failures are the provider's, not the broker's
@@ -188,14 +196,16 @@ class Connection:
             log.debug("%s: receiving on the event loop (no reader thread: %s)", self, exc)
             self._transport.resume_reading()
 
-    async def _negotiate_versions(self) -> None:
-        body = api_versions_body(self.options)
+    async def _negotiate_versions(self, intended: IntendedBroker | None = None) -> None:
+        body = api_versions_body(self.options, intended)
         version = API_VERSIONS.max_version
         frame = await self._exchange(API_VERSIONS, version, body, None)
         retry = api_versions_retry(frame, version)
         if retry is not None:
             version = retry
             frame = await self._exchange(API_VERSIONS, version, body, None)
+        if intended is not None and refused_as_misrouted(frame, version):
+            raise MisroutedConnectionError(str(self), intended.cluster_id, None)
         self._broker_versions = api_versions_ranges(frame, version, str(self))
         self.api_versions_version = version
 

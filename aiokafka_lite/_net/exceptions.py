@@ -19,6 +19,21 @@ from ..errors import (
 TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, ProtocolDecodeError)
 
 
+class MisroutedConnectionError(KafkaConnectionError):
+    """The broker at a known broker's address is not that broker of the cluster the client knows
+    (KIP-1242): it answered ApiVersions v5 with REBOOTSTRAP_REQUIRED, or Metadata with another
+    cluster id (``found``; None when it did not say). The connection is useless; a rebootstrap
+    finds where the cluster is now. A connection error, so every caller retries it."""
+
+    def __init__(self, broker: str, expected: str, found: str | None) -> None:
+        self.broker = broker  # "broker host:port (node n)"
+        self.expected = expected
+        self.found = found
+        how = "answered ApiVersions with REBOOTSTRAP_REQUIRED (KIP-1242)" if found is None \
+            else f"answered Metadata for cluster {found!r}"
+        super().__init__(f"{broker} is not of cluster {expected!r}: it {how}")
+
+
 def translate(exc: BaseException, context: str, timeout: float | None = None) -> KafkaError:
     """The typed error for ``exc``, chained to it; ``context`` says what was being done with which broker.
 

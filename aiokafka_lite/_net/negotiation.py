@@ -2,12 +2,16 @@
 
 Shared by the asyncio connection and the heartbeat thread's blocking one, which each send the
 request with their own I/O: send at our highest version; on UNSUPPORTED_VERSION retry once as the
-answer says (KIP-511).
+answer says (KIP-511). A connection to a known broker names, from v5 on, the cluster and node it is
+meant for (KIP-1242); a broker that is not that node of that cluster answers REBOOTSTRAP_REQUIRED,
+which the connection raises as MisroutedConnectionError. Older brokers never see the names (the
+retry at their version has no room for them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BrokerError, ProtocolDecodeError
@@ -16,11 +20,24 @@ from ..protocol.messages.api_versions import API_VERSIONS
 from .options import ConnectionOptions
 
 UNSUPPORTED_VERSION = 35
+REBOOTSTRAP_REQUIRED = 129
+CLUSTER_CHECK_VERSION = 5  # KIP-1242: ApiVersions names the cluster and node meant
 
 
-def api_versions_body(options: ConnectionOptions) -> dict[str, Any]:
-    return {"client_software_name": options.client_software_name,
-            "client_software_version": options.client_software_version}
+@dataclass(frozen=True, slots=True)
+class IntendedBroker:
+    """Which broker a connection is meant for (KIP-1242): known once metadata named it."""
+
+    cluster_id: str
+    node_id: int
+
+
+def api_versions_body(options: ConnectionOptions, intended: IntendedBroker | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"client_software_name": options.client_software_name,
+                            "client_software_version": options.client_software_version}
+    if intended is not None:
+        body.update(cluster_id=intended.cluster_id, node_id=intended.node_id)
+    return body
 
 
 def api_versions_retry(frame: bytes | memoryview, version: int) -> int | None:
@@ -28,6 +45,12 @@ def api_versions_retry(frame: bytes | memoryview, version: int) -> int | None:
     if _error_code(frame) != UNSUPPORTED_VERSION:
         return None
     return min(_fallback_version(frame), version - 1)
+
+
+def refused_as_misrouted(frame: bytes | memoryview, version: int) -> bool:
+    """Whether the final answer to a request naming a cluster and node says this broker is not
+    that node of that cluster (KIP-1242: REBOOTSTRAP_REQUIRED, from v5 on)."""
+    return version >= CLUSTER_CHECK_VERSION and _error_code(frame) == REBOOTSTRAP_REQUIRED
 
 
 def api_versions_ranges(frame: bytes | memoryview, version: int, peer: str) -> dict[int, tuple[int, int]]:

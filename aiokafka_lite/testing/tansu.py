@@ -110,6 +110,19 @@ DEVIATIONS: dict[str, Deviation] = {d.name: d for d in (
         "commit(offset 5, metadata 'akl1:x') then committed(): Tansu answers offset 5 with metadata '', "
         "Apache Kafka 4.3.1 with 'akl1:x'",
     ),
+    Deviation(
+        "api_versions_v5",
+        "ApiVersions v5 (KIP-1242, Kafka 4.4) is answered as if it were v4, though v4 is the newest "
+        "version listed, instead of UNSUPPORTED_VERSION (KIP-511); a v5 request naming a cluster id "
+        "and node id makes it close the connection; Apache Kafka 4.3.1 answers UNSUPPORTED_VERSION "
+        "and the client's retry at v4 works",
+        "the consumer names the cluster and node (metadata_cluster_check_enable) only once a broker "
+        "listed ApiVersions v5, so never to Tansu; a v5 request naming them would fail every "
+        "connection to a known broker",
+        "ApiVersions v5 without names: answered at v5, listing v0-v4; v5 naming cluster 'tansu_cluster' "
+        "and node 111 (its own): the connection closed before an answer; Apache Kafka 4.3.1 lists "
+        "v0-v4 and is answered at v4 both times",
+    ),
 )}
 
 

@@ -20,10 +20,13 @@ import pytest
 
 from aiokafka_lite import Consumer, OffsetAndMetadata, TopicPartition
 from aiokafka_lite._net.connection import Connection
+from aiokafka_lite._net.negotiation import IntendedBroker
 from aiokafka_lite._net.options import ConnectionOptions
+from aiokafka_lite._net.requests import metadata_request
 from aiokafka_lite._net.sasl import UNSUPPORTED_SASL_MECHANISM
 from aiokafka_lite.cli.groups import describe_group
-from aiokafka_lite.protocol.messages import SASL_HANDSHAKE
+from aiokafka_lite.errors import KafkaConnectionError
+from aiokafka_lite.protocol.messages import API_VERSIONS, METADATA, SASL_HANDSHAKE
 from aiokafka_lite.testing.helpers import create_topic, produce, produce_transactional
 from aiokafka_lite.testing.tansu import DEVIATIONS
 
@@ -146,6 +149,31 @@ async def commit_metadata(broker: Any, topic: str) -> tuple[bool, str]:
     return read.metadata == "", f"committed offset 5 with 'akl1:x', read back {read.metadata!r}"
 
 
+async def api_versions_v5(broker: Any, topic: str) -> tuple[bool, str]:
+    """Is ApiVersions v5 answered though v4 is the newest listed, and one naming the broker's own
+    cluster and node (KIP-1242) met with a closed connection?"""
+    host, port = broker.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    plain = await Connection.open(host, int(port), ConnectionOptions(), timeout=10.0)
+    try:
+        listed, answered = plain.broker_versions[API_VERSIONS.key][1], plain.api_versions_version
+        version = plain.version_for(METADATA)
+        metadata = await plain.send(METADATA, version, metadata_request(version, []))
+    finally:
+        await plain.close()
+    cluster_id, node_id = metadata["cluster_id"], metadata["brokers"][0]["node_id"]
+    try:
+        named = await Connection.open(host, int(port), ConnectionOptions(), node_id=node_id, timeout=10.0,
+                                      intended=IntendedBroker(cluster_id, node_id))
+    except KafkaConnectionError as exc:
+        closed = f"closed ({exc})"
+    else:
+        closed = ""
+        await named.close()
+    return answered > listed and bool(closed), (
+        f"lists ApiVersions v0-v{listed}, answered v{answered}; naming cluster {cluster_id!r} and node "
+        f"{node_id}: {closed or 'answered'}")
+
+
 CHECKS: dict[str, Check] = {
     "list_offsets_latest": list_offsets_latest,
     "list_offsets_timestamp": list_offsets_timestamp,
@@ -154,6 +182,7 @@ CHECKS: dict[str, Check] = {
     "lazy_session_expiry": lazy_session_expiry,
     "sasl_handshake": sasl_handshake,
     "commit_metadata": commit_metadata,
+    "api_versions_v5": api_versions_v5,
 }
 
 

@@ -1,4 +1,8 @@
-"""ApiVersions (key 18): which versions of each API the broker speaks."""
+"""ApiVersions (key 18): which versions of each API the broker speaks.
+
+v5 (KIP-1242, Kafka 4.4) carries the cluster id and node id the client means to reach; a broker
+that is not that node of that cluster answers REBOOTSTRAP_REQUIRED. The response is unchanged.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from ..schema import A, F, S
 REQUEST = S(
     F("client_software_name", "string", "3+"),
     F("client_software_version", "string", "3+"),
+    F("cluster_id", "string", "5+", null="5+"),  # null: not known (a bootstrap connection)
+    F("node_id", "int32", "5+", default=-1),
 )
 
 RESPONSE = S(
@@ -32,4 +38,4 @@ RESPONSE = S(
     F("zk_migration_ready", "bool", "3+", tag=3),
 )
 
-API_VERSIONS = Api(18, "ApiVersions", 0, 4, 3, REQUEST, RESPONSE)
+API_VERSIONS = Api(18, "ApiVersions", 0, 5, 3, REQUEST, RESPONSE)

@@ -17,7 +17,8 @@ import pytest
 from aiokafka_lite._net import Cluster, Connection, ConnectionOptions
 from aiokafka_lite._net import connection as connection_module
 from aiokafka_lite._net.backoff import Backoff
-from aiokafka_lite._net.exceptions import map_exceptions, translate
+from aiokafka_lite._net.exceptions import MisroutedConnectionError, map_exceptions, translate
+from aiokafka_lite._net.negotiation import IntendedBroker
 from aiokafka_lite._net.sasl import Plain, Scram, saslname
 from aiokafka_lite._net.tls import build_ssl_context
 from aiokafka_lite.errors import (
@@ -179,12 +180,14 @@ async def test_open_negotiates_versions_and_names_the_client() -> None:
         await hold_open(peer)
 
     async with connected(script) as (_, conn):
-        assert seen == [(4, {"client_software_name": "aiokafka-lite",
-                             "client_software_version": OPTIONS.client_software_version})]
+        # Opened alone (as a bootstrap connection): no cluster nor node named (KIP-1242).
+        assert seen == [(5, {"client_software_name": "aiokafka-lite",
+                             "client_software_version": OPTIONS.client_software_version,
+                             "cluster_id": None, "node_id": -1})]
         assert conn.version_for(METADATA) == 12
         assert conn.version_for(METADATA, client_max=9) == 9
         assert conn.version_for(FIND_COORDINATOR) == 4
-        assert conn.api_versions_version == 4
+        assert conn.api_versions_version == 5
         with pytest.raises(UnsupportedVersionError, match="does not support Fetch"):
             conn.version_for(APIS_BY_KEY[1])
 
@@ -205,7 +208,7 @@ async def test_unsupported_api_versions_version_falls_back(listed: tuple[int, in
         await hold_open(peer)
 
     async with connected(script) as (_, conn):
-        assert versions == [4, expected_retry]
+        assert versions == [5, expected_retry]
         assert conn.api_versions_version == expected_retry
         assert conn.version_for(METADATA) == 12
 
@@ -224,11 +227,60 @@ async def test_undecodable_unsupported_version_answer_retries_at_v0() -> None:
         await hold_open(peer)
 
     async with connected(script) as (_, conn):
-        assert versions == [4, 0]
+        assert versions == [5, 0]
         assert conn.version_for(METADATA) == 12
 
 
 # ---------------------------------------------------------------------------- pipelining
+
+def _refuses_other_clusters(seen: list[tuple[int, dict[str, Any]]], *, max_version: int = 5) -> Script:
+    """A Kafka 4.4 broker of cluster "B" (node 1) as KIP-1242 has it check ApiVersions v5; an older
+    one (``max_version``) refuses v5 as KIP-511 says."""
+    async def script(peer: Peer) -> None:
+        while True:
+            _api, version, cid, body = await peer.read_request()
+            seen.append((version, body))
+            if version > max_version:
+                keys = [{"api_key": 18, "min_version": 0, "max_version": max_version}]
+                await peer.respond(API_VERSIONS, 0, cid, {"error_code": 35, "api_keys": keys})
+            elif version >= 5 and body["cluster_id"] is not None and (body["cluster_id"], body["node_id"]) != ("B", 1):
+                await peer.respond(API_VERSIONS, version, cid, {"error_code": 129, "api_keys": []})
+            else:
+                keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in BROKER_RANGES.items()]
+                await peer.respond(API_VERSIONS, version, cid, {"error_code": 0, "api_keys": keys})
+                await hold_open(peer)
+                return
+    return script
+
+
+@pytest.mark.asyncio
+async def test_a_connection_meant_for_another_cluster_is_refused_as_misrouted() -> None:
+    seen: list[tuple[int, dict[str, Any]]] = []
+    async with FakeBroker(_refuses_other_clusters(seen)) as broker:
+        with pytest.raises(MisroutedConnectionError) as refused:
+            await Connection.open("127.0.0.1", broker.port, OPTIONS, node_id=1, timeout=5.0,
+                                  intended=IntendedBroker("A", 1))
+        # Said as it is, not as "closed the connection when asked for its API versions".
+        assert str(refused.value) == (f"broker 127.0.0.1:{broker.port} (node 1) is not of cluster 'A': it answered "
+                                      "ApiVersions with REBOOTSTRAP_REQUIRED (KIP-1242)")
+        assert isinstance(refused.value, KafkaConnectionError)  # retried by every caller, never fatal
+        assert (refused.value.expected, refused.value.found) == ("A", None)
+        conn = await Connection.open("127.0.0.1", broker.port, OPTIONS, node_id=1, timeout=5.0,
+                                     intended=IntendedBroker("B", 1))
+        await conn.close()
+    assert [(v, b["cluster_id"], b["node_id"]) for v, b in seen] == [(5, "A", 1), (5, "B", 1)]
+
+
+@pytest.mark.asyncio
+async def test_a_broker_before_v5_gets_the_v4_request_and_is_not_checked() -> None:
+    seen: list[tuple[int, dict[str, Any]]] = []
+    async with FakeBroker(_refuses_other_clusters(seen, max_version=4)) as broker:
+        conn = await Connection.open("127.0.0.1", broker.port, OPTIONS, node_id=1, timeout=5.0,
+                                     intended=IntendedBroker("A", 1))
+        assert conn.api_versions_version == 4
+        await conn.close()
+    assert [v for v, _ in seen] == [5, 4]  # v4 has no room for the names (the bytes: test_messages.py)
+
 
 @pytest.mark.asyncio
 async def test_three_requests_in_flight_are_matched_to_their_responses() -> None:

@@ -61,7 +61,7 @@ SPEC_RANGES: dict[int, tuple[str, int, int, int | None]] = {
     15: ("DescribeGroups", 0, 6, 5),
     16: ("ListGroups", 0, 5, 3),
     17: ("SaslHandshake", 0, 1, None),
-    18: ("ApiVersions", 0, 4, 3),
+    18: ("ApiVersions", 0, 5, 3),
     19: ("CreateTopics", 2, 7, 5),
     23: ("OffsetForLeaderEpoch", 2, 4, 4),
     36: ("SaslAuthenticate", 0, 2, 2),
@@ -338,6 +338,22 @@ def test_offset_delete_and_delete_share_group_offsets_bytes() -> None:
     share = {"group_id": "g", "topics": [{"topic_name": "t"}]}
     assert encode_request(DELETE_SHARE_GROUP_OFFSETS, 0, 5, "c", share) == bytes.fromhex(
         "00000013" "005c" "0000" "00000005" "000163" "00" "0267" "02" "0274" "00" "00")
+
+
+def test_api_versions_v5_names_the_cluster_and_node_meant_and_older_versions_do_not() -> None:
+    # KIP-1242. After header v2 (key 18, version, correlation id 1, client id "c", empty tags):
+    # compact strings client_software_name "n" and _version "1", then v5's cluster_id "A"
+    # (compact nullable: length + 1) and node_id int32 3 (both untagged), then an empty tag section.
+    body = {"client_software_name": "n", "client_software_version": "1", "cluster_id": "A", "node_id": 3}
+    assert encode_request(API_VERSIONS, 5, 1, "c", body) == bytes.fromhex(
+        "00000017" "0012" "0005" "00000001" "000163" "00" "026e" "0231" "0241" "00000003" "00")
+    assert encode_request(API_VERSIONS, 4, 1, "c", body) == bytes.fromhex(
+        "00000011" "0012" "0004" "00000001" "000163" "00" "026e" "0231" "00")
+    # Not known (a bootstrap connection): null (0x00) and -1, the spec's defaults.
+    unknown = encode_request(API_VERSIONS, 5, 1, "c", {"client_software_name": "n", "client_software_version": "1"})
+    assert unknown.endswith(bytes.fromhex("0231" "00" "ffffffff" "00"))
+    assert decode_request(API_VERSIONS, unknown[4:])[2] == {
+        "client_software_name": "n", "client_software_version": "1", "cluster_id": None, "node_id": -1}
 
 
 def test_api_versions_response_header_has_no_tag_section_even_when_flexible() -> None:
