@@ -56,7 +56,7 @@ class Cluster:
         self.monitor = ConnectionMonitor()
         # A metadata or coordinator outage is normal while brokers restart: INFO, then DEBUG.
         self.metadata_failures = FailureLog(log, "metadata refresh", warn_after_failures=None)
-        self._pool = ConnectionPool(options, self.metadata, self.monitor)
+        self._pool = ConnectionPool(options, self.metadata, self.monitor, on_misrouted=self.recovery.misrouted)
         self._refresh = MetadataRefresh(options, metadata=self.metadata, recovery=self.recovery,
                                         pool=self._pool, failures=self.metadata_failures)
         self._bootstrap = Bootstrap(self.bootstrap_servers, options, metadata=self.metadata,

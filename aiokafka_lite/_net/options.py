@@ -51,6 +51,8 @@ class ConnectionOptions:
     # KIP-899/KIP-1102: "rebootstrap" (Java's default since 4.0) or "none".
     metadata_recovery_strategy: str = "rebootstrap"
     metadata_recovery_rebootstrap_trigger: float = 300.0
+    # KIP-1242: name the cluster and node meant in ApiVersions, and check Metadata's cluster id.
+    metadata_cluster_check_enable: bool = True
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
@@ -139,6 +141,12 @@ class ConnectionOptions:
                                algorithm=self.sasl_oauthbearer_assertion_algorithm, claims=claims)
 
     @property
+    def checks_cluster(self) -> bool:
+        """Whether to detect misrouted connections (KIP-1242): as Java, only when a mismatch can
+        lead somewhere, i.e. with metadata_recovery_strategy "rebootstrap"."""
+        return self.metadata_cluster_check_enable and self.metadata_recovery_strategy == "rebootstrap"
+
+    @property
     def uses_tls(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
 
@@ -153,6 +161,7 @@ class ConnectionOptions:
         for name in ("client_id", "security_protocol", "ssl_context", "ssl_cafile", "ssl_certfile",
                      "ssl_keyfile", "ssl_password", "ssl_check_hostname", "sasl_mechanism",
                      "sasl_plain_username", "sasl_plain_password", "metadata_recovery_strategy",
+                     "metadata_cluster_check_enable",
                      "sasl_oauth_token_provider", "sasl_oauthbearer_token_endpoint_url",
                      "sasl_oauthbearer_client_credentials_client_id",
                      "sasl_oauthbearer_client_credentials_client_secret", "sasl_oauthbearer_scope",

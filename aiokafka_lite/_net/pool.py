@@ -4,32 +4,44 @@ the fetcher's extra connections per broker (lanes 1 and up, when ``fetch_connect
 It also opens every connection of the cluster client (each address with its own reconnect backoff,
 as a task that close() can end) and closes retired ones in the background, so the group
 coordinators' dedicated connections (coordinators.py) go through it and one close() ends them all.
+A connection to a known broker names the cluster and node it is meant for (KIP-1242), once a
+broker of the cluster listed ApiVersions v5 (Tansu 0.6 lists v4, yet answers v5 and closes the
+connection when v5 names a cluster); a broker refusing that is reported to ``on_misrouted``,
+whoever asked for the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable
 
 from ..errors import ConsumerClosedError, KafkaConnectionError
+from ..protocol.messages.api_versions import API_VERSIONS
 from .backoff import Backoff
 from .connection import Connection, connection_name
-from .exceptions import TRANSIENT, map_exceptions
+from .exceptions import TRANSIENT, MisroutedConnectionError, map_exceptions
 from .listener_probe import plaintext_listener
 from .metadata import MetadataCache
 from .monitor import ConnectionMonitor
+from .negotiation import CLUSTER_CHECK_VERSION, IntendedBroker
 from .options import ConnectionOptions
+
+log = logging.getLogger("aiokafka_lite.net")
 
 
 class ConnectionPool:
     """The cluster client's connections, and whether the client is closed."""
 
-    def __init__(self, options: ConnectionOptions, metadata: MetadataCache, monitor: ConnectionMonitor) -> None:
+    def __init__(self, options: ConnectionOptions, metadata: MetadataCache, monitor: ConnectionMonitor,
+                 on_misrouted: Callable[[MisroutedConnectionError], None] | None = None) -> None:
         self.options = options
-        self.metadata = metadata  # read here: where each broker is
+        self.metadata = metadata  # read here: where each broker is, and the cluster's id
         self.monitor = monitor  # shared by every connection opened here
+        self.on_misrouted = on_misrouted
+        self._names_understood = False  # a broker listed ApiVersions v5: KIP-1242's names are sent
         self.closed = False
         # By (node id, lane): lane 0 is the shared connection, lanes 1 and up the fetcher's extra ones.
         self._pooled_conns: dict[tuple[int, int], Connection] = {}
@@ -115,7 +127,8 @@ class ConnectionPool:
         # A task of the pool's own, so that close() can end it: a connection that finished
         # opening after close() returned would leave its socket and reader task behind.
         opening = asyncio.create_task(Connection.open(host, port, self.options, node_id=node_id, monitor=self.monitor,
-                                                      on_silence=on_silence), name="aiokafka-lite connect")
+                                                      on_silence=on_silence, intended=self._intended(node_id)),
+                                      name="aiokafka-lite connect")
         self._opening.add(opening)
         opening.add_done_callback(self._opening.discard)
         try:
@@ -125,6 +138,12 @@ class ConnectionPool:
             if orphan is not None:  # opened just before our cancellation: nobody else can close it
                 await orphan.close()
             raise
+        except MisroutedConnectionError as exc:  # no retry helps before a rebootstrap: not a connect failure
+            backoff.failed(time.monotonic())
+            log.debug("%s", exc)
+            if self.on_misrouted is not None:
+                self.on_misrouted(exc)
+            raise
         except TRANSIENT as exc:
             mismatch = await plaintext_listener(exc, host, port, self.options)
             if mismatch is not None:  # a TLS client on a plaintext listener: no retry will change it
@@ -133,7 +152,18 @@ class ConnectionPool:
             self.monitor.connect_failed(connection_name(host, port, node_id), (host, port), exc)
             raise
         backoff.succeeded()
+        if conn.broker_versions.get(API_VERSIONS.key, (0, 0))[1] >= CLUSTER_CHECK_VERSION:
+            self._names_understood = True
         return conn
+
+    def _intended(self, node_id: int | None) -> IntendedBroker | None:
+        """The cluster and node a connection to ``node_id`` is meant for, when both are known
+        (never for a bootstrap connection: no node id), the brokers understand them and the check is on."""
+        cluster_id = self.metadata.cluster_id
+        if node_id is None or node_id < 0 or cluster_id is None or not self._names_understood \
+                or not self.options.checks_cluster:
+            return None
+        return IntendedBroker(cluster_id, node_id)
 
     def least_loaded_node(self) -> int | None:
         """A broker with an open connection and the fewest requests in flight, else any known broker."""

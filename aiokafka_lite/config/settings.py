@@ -102,6 +102,13 @@ class SettingFields:
     metadata_recovery_rebootstrap_trigger_ms: int = field(default=300000, metadata=_meta(
         Int(0, INT64_MAX), "With rebootstrap: also bootstrap again after this long without "
         "metadata from any known broker (KIP-1102)."))
+    metadata_cluster_check_enable: bool = field(default=True, metadata=_meta(
+        Bool(), "KIP-1242, misrouted connections: a connection to a known broker names the cluster "
+        "id and node id it is meant for (ApiVersions v5, once a broker listed it; a Kafka 4.4+ broker "
+        "that is not that node of that cluster answers REBOOTSTRAP_REQUIRED), and a known broker's "
+        "Metadata must name the cluster id we know; either mismatch rebootstraps, with one WARNING. "
+        "False: neither (as Java, which sends the ids only when this is true). Ignored with "
+        "metadata_recovery_strategy none."))
     enable_auto_commit: bool = field(default=True, metadata=_meta(
         Bool(), "Commit the offsets of handed-out records in the background (needs group_id)."))
     auto_commit_interval_ms: int = field(default=5000, metadata=_meta(

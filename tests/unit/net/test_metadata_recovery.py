@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from aiokafka_lite._net.exceptions import MisroutedConnectionError
 from aiokafka_lite._net.options import ConnectionOptions
 from aiokafka_lite._net.recovery import Failure, MetadataRecovery
 from aiokafka_lite.config import ConsumerConfig
@@ -71,3 +72,38 @@ def test_rebootstrap_required_is_a_named_non_retriable_broker_error() -> None:
     error = BrokerError(129)
     assert error.name == "REBOOTSTRAP_REQUIRED"
     assert not error.retriable
+
+
+def _misrouted(expected: str = "A", found: str | None = None) -> MisroutedConnectionError:
+    return MisroutedConnectionError("broker 127.0.0.1:9092 (node 1)", expected, found)
+
+
+def test_a_misrouted_connection_rebootstraps_at_once_and_is_said_once_after() -> None:
+    recovery = MetadataRecovery("rebootstrap", TRIGGER)
+    first, repeat = _misrouted(), _misrouted(found="B")
+    recovery.misrouted(first)
+    recovery.misrouted(repeat)  # the same news meanwhile: the first is kept
+    assert recovery.reason(0.0) == ("broker 127.0.0.1:9092 (node 1) is not of cluster 'A': it answered "
+                                    "ApiVersions with REBOOTSTRAP_REQUIRED (KIP-1242)")
+    assert recovery.reason(0.0, Failure.MISROUTED) == recovery.reason(0.0)
+    assert recovery.take_rebootstrapped_misrouting() is None  # not rebootstrapped yet
+    recovery.rebootstrapping()
+    assert recovery.reason(0.0) is None
+    assert recovery.take_rebootstrapped_misrouting() is first
+    assert recovery.take_rebootstrapped_misrouting() is None
+
+
+def test_strategy_none_does_not_act_on_a_misrouted_connection() -> None:
+    recovery = MetadataRecovery("none", TRIGGER)
+    recovery.misrouted(_misrouted())
+    assert recovery.reason(0.0, Failure.MISROUTED) is None
+    assert recovery.misrouting is None
+
+
+def test_the_cluster_check_is_on_by_default_maps_from_java_and_needs_rebootstrap() -> None:
+    assert ConsumerConfig().metadata_cluster_check_enable is True
+    assert ConnectionOptions.from_settings(ConsumerConfig()).checks_cluster
+    off = ConsumerConfig.from_properties({"metadata.cluster.check.enable": "false"})
+    assert off.metadata_cluster_check_enable is False
+    assert not ConnectionOptions.from_settings(off).checks_cluster
+    assert not ConnectionOptions(metadata_recovery_strategy="none").checks_cluster  # as Java: ignored
