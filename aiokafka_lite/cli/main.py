@@ -7,6 +7,7 @@
     aiokafka-lite groups lag GROUP [--format text|json]
     aiokafka-lite groups reset-offsets GROUP --topic T[:P,P...] (--to-earliest | --to-latest |
                   --to-datetime ISO | --shift-by N | --to-offset N) [--execute] [--format text|json]
+    aiokafka-lite groups delete-offsets GROUP --topic T[:P,P...] [--format text|json]
     aiokafka-lite demo [--broker tansu|kafka] [--view auto|live|plain]
     aiokafka-lite --version     (also says which record decoder runs: native or python)
 
@@ -83,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _group_tool_parsers(group_commands: argparse._SubParsersAction[_Parser]) -> None:
-    """``groups list | lag | reset-offsets`` (docs/groups.md: each beside kafka-consumer-groups.sh)."""
+    """``groups list | lag | reset-offsets | delete-offsets`` (docs/groups.md: each beside Kafka's tools)."""
     listing = group_commands.add_parser("list", help="every group (classic, consumer, share, streams): type, state, "
                                         "members")
     listing.add_argument("--state", default=None, metavar="S[,S...]", help="only groups in these states")
@@ -102,7 +103,15 @@ def _group_tool_parsers(group_commands: argparse._SubParsersAction[_Parser]) -> 
     apply = reset.add_mutually_exclusive_group()
     apply.add_argument("--execute", action="store_true", help="commit the plan (default: only print it)")
     apply.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
-    for sub in (listing, lag, reset):
+    delete = group_commands.add_parser("delete-offsets", help="delete a group's offsets of some topics, at once "
+                                       "(no dry run, as in Kafka's tools)")
+    delete.add_argument("group")
+    delete.add_argument("--topic", action="append", required=True, metavar="T[:P,P...]",
+                        help="a topic, or some of its partitions (not for a share group); may be repeated")
+    # Kafka's tools take these and delete anyway; here they are refused (see _run_delete).
+    delete.add_argument("--dry-run", "--execute", dest="preview_option", action="append_const", const=True,
+                        help=argparse.SUPPRESS)
+    for sub in (listing, lag, reset, delete):
         sub.add_argument("--bootstrap-server", "-b", default=DEFAULT_BOOTSTRAP)
         sub.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -145,6 +154,8 @@ def _run_groups(args: argparse.Namespace) -> int:
         except ValueError as exc:
             return _usage_error(str(exc))
         return run_list(args.bootstrap_server, states=states, output_format=args.format)
+    if args.group_command == "delete-offsets":
+        return _run_delete(args)
     from .reset_offsets import run_reset
     from .reset_plan import parse_topic
     try:
@@ -154,6 +165,21 @@ def _run_groups(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     return run_reset(args.group, args.bootstrap_server, topics, mode, execute=args.execute,
                      output_format=args.format)
+
+
+def _run_delete(args: argparse.Namespace) -> int:
+    from .delete_offsets import run_delete
+    from .reset_plan import parse_topic
+
+    if args.preview_option:
+        return _usage_error("groups delete-offsets deletes at once and has no --dry-run or --execute (Kafka's "
+                            "--delete-offsets takes --dry-run and deletes anyway); 'groups lag GROUP' shows the "
+                            "offsets first")
+    try:
+        topics = [parse_topic(t) for t in args.topic]
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    return run_delete(args.group, args.bootstrap_server, topics, output_format=args.format)
 
 
 def _properties(pairs: list[str]) -> dict[str, str] | str:
