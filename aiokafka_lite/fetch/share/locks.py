@@ -99,6 +99,12 @@ class LockSchedule(Generic[Token]):
         self.unwatch_all(out.lapsed + out.given_up)
         return out
 
+    def sending(self, token: Token) -> None:
+        """A renewal of ``token``'s lock is on its way already (it went with another token's)."""
+        w = self._watched.get(token)
+        if w is not None:
+            w.sending = True
+
     def renewed(self, tokens: Iterable[Token], deadline: float) -> None:
         """The broker renewed these: their locks now lapse at ``deadline``."""
         for token in tokens:

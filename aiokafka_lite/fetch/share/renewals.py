@@ -28,7 +28,7 @@ from ...errors import IllegalStateError, UnsupportedVersionError
 from ...structs import TopicPartition
 from .acknowledge import Acknowledged, AckResults, has_final_decisions
 from .buffer import AcquiredBuffer
-from .ledger import AckType, Batch, ShareAcknowledgements
+from .ledger import AckType, Batch, ShareAcknowledgements, expand
 from .locks import LockSchedule
 from .records import AcquiredRecords, ShareRecord
 
@@ -51,6 +51,7 @@ class LockRenewals:
         self._lock = 30.0  # seconds: the group's lock duration, as the last answer gave it
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._in_request: dict[int, set[tuple[TopicPartition, int]]] = {}  # per broker: the records it renews
         self._stopped = bound <= 0  # 0: never renew
         self.renewed = self.failed = self.given_up = self.lapsed = 0  # records
         self._said: set[str] = set()  # what was logged once already
@@ -77,7 +78,10 @@ class LockRenewals:
         """A handler works on ``record`` now: keep its lock until ``release()`` (or the bound)."""
         if not self._stopped:
             now = asyncio.get_running_loop().time()
-            self._schedule.watch(_held(record), record.acquisition_deadline, now + self._bound)
+            key = _held(record)
+            self._schedule.watch(key, record.acquisition_deadline, now + self._bound)
+            if any(key in renewing for renewing in self._in_request.values()):
+                self._schedule.sending(key)  # handed out while its waiting batch is being renewed
             self._arm()
 
     def release(self, tp: TopicPartition, offset: int) -> None:
@@ -99,6 +103,7 @@ class LockRenewals:
         for task in tasks:
             task.cancel()
         self._tasks.clear()
+        self._in_request.clear()
         self._schedule.clear()
         return tasks
 
@@ -141,6 +146,8 @@ class LockRenewals:
             # Taken now, so no other request takes them: with the decisions pending for that broker.
             taken = self._acks.take(self._acks.pending(tp for tp, n in self._nodes.items() if n == node),
                                     renewals=True)
+            self._in_request[node] = {(tp, offset) for tp, batches in taken.items()
+                                      for offset, kind in expand(batches).items() if kind is AckType.RENEW}
             self._tasks[node] = loop.create_task(self._renew(node, tokens, taken, now),
                                                  name=f"aiokafka-lite share lock renewal to broker {node}")
         self._arm()
@@ -175,6 +182,7 @@ class LockRenewals:
             done = await self._send(node, taken)
         finally:
             self._tasks.pop(node, None)
+            renewing = self._in_request.pop(node, set())
         self.lock_is(done.lock_ms)
         final = {tp: error for tp, error in done.results.items() if has_final_decisions(taken.get(tp, []))}
         if final:
@@ -183,6 +191,11 @@ class LockRenewals:
         failed = [t for t in tokens if done.results.get(_tp_of(t)) is not None]
         deadline = sent + self._lock
         self._schedule.renewed(renewed, deadline)
+        # A handler's record handed out while its waiting batch was being renewed: its token,
+        # watched since with the older deadline, takes this request's outcome.
+        self._schedule.renewed([key for key in renewing if done.results.get(key[0]) is None], deadline)
+        self._schedule.failed([key for key in renewing if done.results.get(key[0]) is not None],
+                              asyncio.get_running_loop().time() + self._retry_backoff)
         for token in renewed:
             if isinstance(token, AcquiredRecords):
                 token.deadline = deadline  # the records handed out from it carry the new deadline

@@ -11,8 +11,13 @@ from typing import Any
 
 import pytest
 
-from aiokafka_lite.fetch.share.ledger import AckType
+from aiokafka_lite.fetch.share.acknowledge import Acknowledged
+from aiokafka_lite.fetch.share.buffer import AcquiredBuffer
+from aiokafka_lite.fetch.share.ledger import AckType, ShareAcknowledgements
+from aiokafka_lite.fetch.share.records import AcquiredRange, AcquiredRecords
+from aiokafka_lite.fetch.share.renewals import LockRenewals
 from aiokafka_lite.protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
+from aiokafka_lite.structs import TopicPartition
 
 from .test_share_fetcher import (
     T0,
@@ -151,3 +156,39 @@ async def test_the_acquire_mode_goes_in_every_share_fetch(mode: str, wire: int) 
         assert (first["share_acquire_mode"], first["max_records"]) == (wire, 7)
     finally:
         await fetcher.close(1.0)
+
+
+async def test_a_record_handed_out_while_its_batch_is_being_renewed_takes_that_renewal() -> None:
+    """The waiting batch's renewal is on its way (the broker has not answered) when a handler takes
+    one of its records, with the deadline it had before: that record's lock was renewed by that
+    request, so it is not counted as lapsed when its old deadline passes; it gets the new one."""
+    acks, buffer, gate, went = ShareAcknowledgements(), AcquiredBuffer(refill_at=10), asyncio.Event(), asyncio.Event()
+    requests: list[dict[TopicPartition, Any]] = []
+
+    async def send(node: int, taken: dict[TopicPartition, Any]) -> Acknowledged:
+        requests.append(taken)
+        went.set()
+        await gate.wait()
+        return Acknowledged(dict.fromkeys(taken), 30_000)
+
+    renewals = LockRenewals(acks=acks, buffer=buffer, nodes={T0: 1}, send=send, session_open=lambda node: True,
+                            on_results=lambda results: None, queue_wait=0.1, bound=60.0, retry_backoff=0.05)
+    loop = asyncio.get_running_loop()
+    try:
+        renewals.lock_is(LOCK_MS)
+        acquired = AcquiredRecords(T0, 1, batch(0, 2), [AcquiredRange(0, 1, 1)], loop.time() + LOCK_MS / 1000)
+        buffer.add(acquired)
+        renewals.waiting(acquired)
+        await asyncio.wait_for(went.wait(), 5.0)
+        (record, _), _gaps = acquired.take(2)
+        acks.delivered(T0, [0, 1])
+        renewals.keep(record)  # its deadline: the one before the renewal under way
+        await asyncio.sleep(LOCK_MS / 1000)  # past that deadline, the answer still to come
+        gate.set()
+        await asyncio.sleep(0.05)
+        assert renewals.metrics()["lapsed"] == 0
+        assert len(requests) == 1  # no renewal of its own: the batch's covered it
+        assert renewals.metrics()["watched"] >= 1
+    finally:
+        for task in renewals.halt(final=True):
+            await asyncio.gather(task, return_exceptions=True)
