@@ -24,7 +24,7 @@ from ..testing.apache_kafka import ApacheKafkaBroker
 from ..testing.helpers import create_topic
 from ..testing.tansu import TansuBroker
 from .demo_members import Ledger, Member
-from .demo_prerequisites import prepare
+from .demo_prerequisites import KAFKA_VERSION, prepare
 from .demo_story import (
     HEARTBEAT_INTERVAL_MS,
     JOIN_ROUND,
@@ -89,8 +89,8 @@ async def _main_with_signals(bootstrap: str, view: DemoView, broker_kind: str) -
 
 def _start_broker(broker_kind: str, view: DemoView) -> TansuBroker | ApacheKafkaBroker:
     if broker_kind == "kafka":
-        view.event("starting an embedded Apache Kafka 4.3.1 broker on 127.0.0.1")
-        return ApacheKafkaBroker("4.3.1")
+        view.event(f"starting an embedded Apache Kafka {KAFKA_VERSION} broker on 127.0.0.1")
+        return ApacheKafkaBroker(KAFKA_VERSION)
     view.event("starting an embedded Tansu broker on 127.0.0.1")
     return TansuBroker()
 

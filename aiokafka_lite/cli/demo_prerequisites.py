@@ -14,8 +14,9 @@ import shutil
 
 from ..testing._kafka_jars import HOW_TO_GET, is_cached, kafka_jars
 from ..testing._process import BrokerUnavailable
+from ..testing.apache_kafka import NEWEST_VERSION
 
-KAFKA_VERSION = "4.3.1"
+KAFKA_VERSION = NEWEST_VERSION  # the embedded Apache Kafka of `demo --broker kafka`
 
 # module -> (pip requirement, what the demo uses it for); the requirements are the [demo] extra's.
 PACKAGES = {

@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="KIP-62 liveness live, on an embedded broker")
     demo.add_argument("--broker", choices=("tansu", "kafka"), default="tansu",
-                      help="tansu (default, no Java needed) or kafka (Apache Kafka 4.3.1, needs Java 17)")
+                      help="tansu (default, no Java needed) or kafka (Apache Kafka 4.4.0, needs Java 17)")
     demo.add_argument("--view", choices=("auto", "live", "plain"), default="auto",
                       help="live table (needs rich), plain lines, or auto: live on a terminal")
     return parser

@@ -3,7 +3,7 @@
 Needs ``java`` (17+) and, on first use of a version, ``mvn`` to fetch the jars from Maven Central
 into ``~/.cache/aiokafka-lite/kafka-<version>/``::
 
-    with ApacheKafkaBroker("3.9.1", extra_properties={"auto.create.topics.enable": "false"}) as kafka:
+    with ApacheKafkaBroker("3.9.2", extra_properties={"auto.create.topics.enable": "false"}) as kafka:
         ...  # kafka.bootstrap_servers == "127.0.0.1:<port>"
         kafka.restart()          # same ports, same data: committed offsets survive
         kafka.kill(); kafka.start()   # crash (SIGKILL) and recover
@@ -53,8 +53,24 @@ from aiokafka_lite.testing._process import (
     wait_until,
 )
 
-DEFAULT_VERSION = "4.3.1"
-SUPPORTED_VERSIONS = ("4.4.0", "4.3.1", "3.9.1")
+SUPPORTED_VERSIONS = ("4.4.0", "4.3.1", "3.9.2")
+NEWEST_VERSION = SUPPORTED_VERSIONS[0]
+# The newest 3.9.x: the last line before Kafka 4.0 removed old protocol versions (KIP-896), whose
+# share groups were an early access preview.
+LAST_3X_VERSION = "3.9.2"
+# What ApacheKafkaBroker() and the fixtures start: the newest, unless a run names another
+# (CI's compatibility run: AIOKAFKA_LITE_KAFKA_VERSION=4.3.1).
+VERSION_VARIABLE = "AIOKAFKA_LITE_KAFKA_VERSION"
+
+
+def _chosen_version() -> str:
+    chosen = os.environ.get(VERSION_VARIABLE) or NEWEST_VERSION
+    if chosen not in SUPPORTED_VERSIONS:
+        raise ValueError(f"{VERSION_VARIABLE}={chosen!r}: the fixtures start one of {', '.join(SUPPORTED_VERSIONS)}")
+    return chosen
+
+
+DEFAULT_VERSION = _chosen_version()
 
 # Settings that make a one-node broker quick to start and friendly to short test timeouts.
 FAST_TEST_PROPERTIES: dict[str, str] = {
@@ -84,7 +100,7 @@ FAST_TEST_PROPERTIES: dict[str, str] = {
 }
 
 # KIP-932 share groups (Kafka 4.x; formatting a 4.3 cluster already enables the share.version
-# feature): test-friendly timings, the shortest the broker allows where it matters. 3.9.1's early
+# feature): test-friendly timings, the shortest the broker allows where it matters. 3.9.x's early
 # access share groups are left alone.
 SHARE_GROUP_TEST_PROPERTIES: dict[str, str] = {
     "group.share.heartbeat.interval.ms": "500",

@@ -5,7 +5,7 @@ Installed with ``pip install '.[testing]'`` in the aiokafka-lite clone it is loa
 
 ``kafka_broker``
     The broker chosen with ``--kafka-broker`` (``kafka``, ``kafka39``, ``tansu`` or ``mock``). Without
-    the option: Apache Kafka 4.3.1 when ``java`` 17+ is on PATH (and its jars are cached or ``mvn``
+    the option: Apache Kafka 4.4.0 when ``java`` 17+ is on PATH (and its jars are cached or ``mvn``
     can fetch them), Tansu otherwise; the header of the test report says which and why. Use it
     when any Kafka will do::
 
@@ -20,12 +20,13 @@ Installed with ``pip install '.[testing]'`` in the aiokafka-lite clone it is loa
     ``aiokafka_lite.testing.tansu.DEVIATIONS`` lists each with the figures seen; the terminal
     summary repeats the list whenever a session used Tansu.
 ``apache_kafka_broker`` / ``kafka39_broker`` (session)
-    Apache Kafka 4.3.1 / 3.9.1 in KRaft mode. Needs ``java``; ``mvn`` on first use downloads the jars
+    Apache Kafka 4.4.0 / 3.9.2 in KRaft mode (``AIOKAFKA_LITE_KAFKA_VERSION=4.3.1`` makes the first,
+    and ``kafka_cluster``, 4.3.1 instead). Needs ``java``; ``mvn`` on first use downloads the jars
     into ``~/.cache/aiokafka-lite`` (``$AIOKAFKA_LITE_CACHE``). ``.restart()`` and ``.kill()`` are
     there for fault tests, but a session broker is shared: restart it only in tests that can
     tolerate others' data, or start your own ``ApacheKafkaBroker`` in the test.
 ``kafka_cluster`` (module)
-    Apache Kafka 4.3.1 as three brokers and a KRaft controller (``KafkaCluster``): replicated
+    Apache Kafka 4.4.0 as three brokers and a KRaft controller (``KafkaCluster``): replicated
     topics, brokers to stop, kill and start, leaders and the group coordinator to find. One per
     test module, as its tests restart brokers. Needs ``java`` and ``confluent-kafka`` (its admin
     client answers the cluster questions).
@@ -156,23 +157,23 @@ def tansu_broker() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def apache_kafka_broker() -> Iterator[Any]:
-    """An Apache Kafka 4.3.1 broker shared by the whole session (``ApacheKafkaBroker``)."""
-    from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+    """An Apache Kafka broker (``DEFAULT_VERSION``: 4.4.0) shared by the whole session (``ApacheKafkaBroker``)."""
+    from aiokafka_lite.testing.apache_kafka import DEFAULT_VERSION, ApacheKafkaBroker
 
-    yield from _started(lambda: ApacheKafkaBroker("4.3.1"))
+    yield from _started(lambda: ApacheKafkaBroker(DEFAULT_VERSION))
 
 
 @pytest.fixture(scope="session")
 def kafka39_broker() -> Iterator[Any]:
-    """An Apache Kafka 3.9.1 broker shared by the whole session (``ApacheKafkaBroker``)."""
-    from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+    """An Apache Kafka 3.9.2 broker (the newest 3.9.x) shared by the whole session (``ApacheKafkaBroker``)."""
+    from aiokafka_lite.testing.apache_kafka import LAST_3X_VERSION, ApacheKafkaBroker
 
-    yield from _started(lambda: ApacheKafkaBroker("3.9.1"))
+    yield from _started(lambda: ApacheKafkaBroker(LAST_3X_VERSION))
 
 
 @pytest.fixture(scope="module")
 def kafka_cluster() -> Iterator[Any]:
-    """Three Apache Kafka 4.3.1 brokers and a controller for the test module (``KafkaCluster``)."""
+    """Three Apache Kafka brokers (``DEFAULT_VERSION``: 4.4.0) and a controller, per test module (``KafkaCluster``)."""
     from aiokafka_lite.testing.kafka_cluster import KafkaCluster
 
     yield from _started(KafkaCluster)

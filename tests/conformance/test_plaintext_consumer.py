@@ -61,7 +61,7 @@ async def test_simple_consumption(broker, tp, unique_group, group_protocol):
 
 async def test_consumer_close_on_broker_shutdown(unique_topic, unique_group):
     """PlaintextConsumerTest.testClassicConsumerCloseOnBrokerShutdown (a broker of its own, stopped mid-test)."""
-    with ApacheKafkaBroker("4.3.1") as own:
+    with ApacheKafkaBroker() as own:
         create_topic(own, unique_topic, partitions=2)
         consumer = Consumer(unique_topic, **settings(own, unique_group))
         try:

@@ -1,7 +1,7 @@
-"""KIP-896: Apache Kafka 4.0 removed old versions of many APIs. Against the ApiVersions of a 3.9.1 and
-a 4.3.1 broker, every API this client sends resolves to a version both sides speak, never below what
-4.x still serves; where nothing overlaps, the error names both ranges. The table is printed (run
-with -s) for the record."""
+"""KIP-896: Apache Kafka 4.0 removed old versions of many APIs. Against the ApiVersions of a 3.9.x and
+a 4.x broker (the fixtures' 3.9.2 and 4.4.0), every API this client sends resolves to a version both
+sides speak, never below what 4.x still serves; where nothing overlaps, the error names both ranges.
+The table is printed (run with -s) for the record."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ KIP848 = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
 # consumer sends them only where they are advertised (tests/integration/test_metrics_push.py).
 KIP714 = ("GetTelemetrySubscriptions", "PushTelemetry")
 # The KIP-932 share-group APIs: a 3.9 broker lists none of them (early access came with 4.0, and
-# 4.1 replaced those versions); 4.3.1 serves them (the share.version feature is on by default).
+# 4.1 replaced those versions); 4.3 and 4.4 serve them (the share.version feature is on by default).
 KIP932 = ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets",
           "AlterShareGroupOffsets")
 
@@ -48,12 +48,13 @@ async def _broker_versions(broker) -> dict[int, tuple[int, int]]:
 async def test_every_api_we_send_has_a_common_version_with_3_9_and_4_3(apache_kafka_broker, kafka39_broker):
     kafka4 = await _broker_versions(apache_kafka_broker)
     kafka39 = await _broker_versions(kafka39_broker)
-    rows = [f"{'API':24} {'ours':>7} {'3.9.1':>7} {'sent':>5} {'4.3.1':>7} {'sent':>5}"]
+    old, new = kafka39_broker.version, apache_kafka_broker.version
+    rows = [f"{'API':24} {'ours':>7} {old:>7} {'sent':>5} {new:>7} {'sent':>5}"]
     for api in SENT:
         row = f"{api.name:24} {api.min_version:>3}-{api.max_version:<3}"
-        for versions, name in ((kafka39, "3.9.1"), (kafka4, "4.3.1")):
+        for versions, name in ((kafka39, old), (kafka4, new)):
             if api.key not in versions:
-                assert name == "3.9.1" or api.name in KIP714, f"{name} lacks {api.name}"
+                assert name == old or api.name in KIP714, f"{name} lacks {api.name}"
                 assert api.name in KIP848 + KIP714 + KIP932, f"{name} lacks {api.name}"
                 row += f" {'-':>7} {'-':>5}"
                 continue
@@ -62,7 +63,7 @@ async def test_every_api_we_send_has_a_common_version_with_3_9_and_4_3(apache_ka
             assert max(low, api.min_version) <= sent <= min(high, api.max_version)
             row += f" {low:>3}-{high:<3} {sent:>5}"
         rows.append(row)
-        # Never a version 4.x removed: our lowest is one 4.3.1 still serves.
+        # Never a version 4.x removed: our lowest is one the 4.x broker still serves.
         assert api.min_version >= kafka4.get(api.key, (0, 0))[0], f"{api.name} v{api.min_version} is gone from 4.x"
     print("\n" + "\n".join(rows))
 

@@ -31,6 +31,7 @@ from aiokafka_lite.testing import (
 from aiokafka_lite.testing._kafka_jars import CACHE_ENV, is_cached, kafka_jars, missing_jars
 from aiokafka_lite.testing._probe import _request, api_versions, kafka_ready, metadata_brokers
 from aiokafka_lite.testing._process import port_accepts, processes_in_group
+from aiokafka_lite.testing.apache_kafka import DEFAULT_VERSION, LAST_3X_VERSION
 from aiokafka_lite.testing.plugin import kafka_broker_choice
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -268,7 +269,7 @@ def test_mock_coordinator_and_leader_can_be_moved(mock_cluster: MockCluster) -> 
 def test_missing_java_is_reported_as_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "")
     with pytest.raises(BrokerUnavailable, match="java"):
-        ApacheKafkaBroker("4.3.1").start()
+        ApacheKafkaBroker().start()
 
 
 def _fake_mvn(bin_dir: Path, log: Path, *, succeed: bool) -> None:
@@ -333,7 +334,8 @@ def test_failed_download_leaves_no_marker(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_kafka_broker_fixture_follows_the_option_or_the_default(
         kafka_broker: Any, request: pytest.FixtureRequest) -> None:
-    expected = {"tansu": "tansu", "kafka": "kafka-4.3.1", "kafka39": "kafka-3.9.1", "mock": "mock"}
+    expected = {"tansu": "tansu", "kafka": f"kafka-{DEFAULT_VERSION}", "kafka39": f"kafka-{LAST_3X_VERSION}",
+                "mock": "mock"}
     assert kafka_broker.name == expected[kafka_broker_choice(request.config).name]
     assert kafka_ready(*_host_port(kafka_broker.bootstrap_servers))
 

@@ -94,7 +94,7 @@ async def test_a_broker_restart_replaces_the_session_without_loss_or_repeats(
     from aiokafka_lite.testing import ApacheKafkaBroker
 
     caplog.set_level(logging.WARNING, logger="aiokafka_lite")
-    with ApacheKafkaBroker("4.3.1") as broker:
+    with ApacheKafkaBroker() as broker:
         create_topic(broker, unique_topic, partitions=PARTITIONS)
         produce(broker, unique_topic, _records(0, 120))
         async with Consumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
