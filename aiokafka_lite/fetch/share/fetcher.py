@@ -335,6 +335,7 @@ class ShareFetcher:
             except KafkaError as exc:  # undecodable: give the rest back, say why
                 self._acks.release(tp, acquired.remaining())
                 self._buffer.finished(tp)
+                self._renewals.handed_out(acquired)
                 drained = True
                 self._errors.append(exc)
                 continue
@@ -346,6 +347,7 @@ class ShareFetcher:
             drained |= acquired.left <= self._buffer.refill_at  # time to ask for more?
             if acquired.exhausted:
                 self._buffer.finished(tp)
+                self._renewals.handed_out(acquired)
             else:  # let the next partition go first next time
                 self._buffer.rotate(tp)
         if not self._buffer and not self._errors:

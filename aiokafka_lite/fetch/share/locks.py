@@ -122,8 +122,17 @@ class LockSchedule(Generic[Token]):
     def next_wake(self, lock: float) -> float | None:
         """When ``due()`` has something to say next (None: nothing watched, or all being sent)."""
         lead = self.lead(lock)
-        wake = math.inf
-        for w in self._watched.values():
-            if not w.sending:
-                wake = min(wake, max(w.deadline - lead, w.not_before), w.until, w.deadline)
+        wake = min((_wake_of(w, lead) for w in self._watched.values()), default=math.inf)
         return None if wake == math.inf else wake
+
+    def wake_of(self, token: Token, lock: float) -> float | None:
+        """When ``due()`` has something to say about ``token`` (a new one: no need to look at all)."""
+        w = self._watched.get(token)
+        wake = math.inf if w is None else _wake_of(w, self.lead(lock))
+        return None if wake == math.inf else wake
+
+
+def _wake_of(w: _Watched, lead: float) -> float:
+    if w.sending:
+        return math.inf
+    return min(max(w.deadline - lead, w.not_before), w.until, w.deadline)

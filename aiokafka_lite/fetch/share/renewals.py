@@ -72,7 +72,7 @@ class LockRenewals:
         if not self._stopped:
             now = asyncio.get_running_loop().time()
             self._schedule.watch(acquired, acquired.deadline, now + self._bound)
-            self._arm()
+            self._arm(self._schedule.wake_of(acquired, self._lock))
 
     def keep(self, record: ShareRecord) -> None:
         """A handler works on ``record`` now: keep its lock until ``release()`` (or the bound)."""
@@ -82,7 +82,11 @@ class LockRenewals:
             self._schedule.watch(key, record.acquisition_deadline, now + self._bound)
             if any(key in renewing for renewing in self._in_request.values()):
                 self._schedule.sending(key)  # handed out while its waiting batch is being renewed
-            self._arm()
+            self._arm(self._schedule.wake_of(key, self._lock))
+
+    def handed_out(self, acquired: AcquiredRecords) -> None:
+        """Every record of ``acquired`` was handed out (or given back): none waits any more."""
+        self._schedule.unwatch(acquired)
 
     def release(self, tp: TopicPartition, offset: int) -> None:
         """No longer kept (its handler ended, or it was decided)."""
@@ -109,9 +113,12 @@ class LockRenewals:
 
     # ------------------------------------------------------------------ renewing
 
-    def _arm(self) -> None:
-        wake = None if self._stopped else self._schedule.next_wake(self._lock)
+    def _arm(self, wake: float | None = None) -> None:
+        """The timer set for the next renewal due (``wake``: the one just watched, sooner than
+        looking at every watched lock; the timer keeps the earlier of the two)."""
         if wake is None:
+            wake = self._schedule.next_wake(self._lock)
+        if wake is None or self._stopped:
             return
         if self._timer is not None:
             if self._timer.when() <= wake:

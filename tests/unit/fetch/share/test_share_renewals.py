@@ -192,3 +192,21 @@ async def test_a_record_handed_out_while_its_batch_is_being_renewed_takes_that_r
     finally:
         for task in renewals.halt(final=True):
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_answer_all_handed_out_is_watched_no_longer() -> None:
+    """What the schedule keeps is bounded by what waits: an answer handed out whole leaves it at
+    once (not when its renewal would have been due, 15 s later under a 30 s lock, holding its data)."""
+    cluster = FakeCluster({T0: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 4), [(0, 3, 1)])))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        await fetcher.wait_for_data(5.0)
+        assert fetcher.renewal_metrics()["watched"] == 1
+        fetcher.fetched_records(2, strict=False)
+        assert fetcher.renewal_metrics()["watched"] == 1  # two still wait
+        fetcher.fetched_records(2, strict=False)
+        assert fetcher.renewal_metrics()["watched"] == 0
+    finally:
+        await fetcher.close(1.0)
