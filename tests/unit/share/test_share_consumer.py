@@ -443,3 +443,16 @@ async def test_metrics_snapshot(parts: Parts) -> None:
     assert m["records_held"] == 1
     assert m["acknowledgement_mode"] == "implicit"
     assert m["member"] == {"member_id": "m-1"}
+
+
+async def test_the_acquire_mode_and_the_renewal_bound_are_settings() -> None:
+    """share_acquire_mode (Java's share.acquire.mode, KIP-1206) and share_lock_renewal_max_ms, by
+    keyword or from Java-style properties; a bad value is a ConfigError naming what is allowed."""
+    s = ShareConsumer.from_properties({"bootstrap.servers": "127.0.0.1:9", "group.id": "g",
+                                       "share.acquire.mode": "RECORD_LIMIT", "share.lock.renewal.max.ms": 0})
+    assert (s.config.share_acquire_mode, s.config.share_lock_renewal_max_ms) == ("record_limit", 0)
+    assert ShareConsumer(group_id="g").config.share_acquire_mode == "batch_optimized"
+    with pytest.raises(errors.ConfigError, match=r"share_acquire_mode.*'batch_optimized', 'record_limit'"):
+        ShareConsumer(group_id="g", share_acquire_mode="strict")
+    with pytest.raises(errors.ConfigError, match="share_lock_renewal_max_ms"):
+        ShareConsumer(group_id="g", share_lock_renewal_max_ms=-1)
