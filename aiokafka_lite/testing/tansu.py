@@ -121,7 +121,7 @@ DEVIATIONS: dict[str, Deviation] = {d.name: d for d in (
         "connection to a known broker",
         "ApiVersions v5 without names: answered at v5, listing v0-v4; v5 naming cluster 'tansu_cluster' "
         "and node 111 (its own): the connection closed before an answer; Apache Kafka 4.3.1 lists "
-        "v0-v4 and is answered at v4 both times",
+        "v0-v4 and is answered at v4 both times, 4.4.0 lists v0-v5 and answers both at v5",
     ),
 )}
 
