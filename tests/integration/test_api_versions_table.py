@@ -32,7 +32,7 @@ KIP714 = ("GetTelemetrySubscriptions", "PushTelemetry")
 # The KIP-932 share-group APIs: a 3.9 broker lists none of them (early access came with 4.0, and
 # 4.1 replaced those versions); 4.3 and 4.4 serve them (the share.version feature is on by default).
 KIP932 = ("ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets",
-          "AlterShareGroupOffsets")
+          "AlterShareGroupOffsets", "DeleteShareGroupOffsets")
 
 
 async def _broker_versions(broker) -> dict[int, tuple[int, int]]:
