@@ -1,5 +1,6 @@
 """Acquisition locks kept while the work goes on (KIP-1222 RENEW) and the record-limit acquire mode
-(KIP-1206), against Apache Kafka 4.3.1 (ShareFetch/ShareAcknowledge v2): a handler that runs three
+(KIP-1206), against the fixtures' Apache Kafka (4.3.1 and 4.4.0 both serve ShareFetch and
+ShareAcknowledge v2; the figures in docs/share.md are 4.3.1's): a handler that runs three
 times the group's share.record.lock.duration.ms keeps its record (handled once, delivery count 1),
 records waiting behind slow handlers keep theirs, and share_acquire_mode="record_limit" has the
 broker acquire at most max_poll_records. What each test measured is printed (-s).
