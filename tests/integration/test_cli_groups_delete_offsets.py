@@ -1,4 +1,5 @@
-"""`aiokafka-lite groups delete-offsets` beside Kafka's own tools on Apache Kafka 4.3.1:
+"""`aiokafka-lite groups delete-offsets` beside Kafka's own tools on the fixtures' Apache Kafka (4.4.0 by
+default; passed on 4.3.1 too, whose tools print the same):
 ConsumerGroupCommand (kafka-consumer-groups.sh --delete-offsets) on classic and consumer-protocol
 groups, ShareGroupCommand (kafka-share-groups.sh --delete-offsets) on a share group, each run from
 the broker's jars on the same groups (or on twins, where both delete). What each tool printed is
