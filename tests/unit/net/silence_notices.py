@@ -24,3 +24,14 @@ async def said_within(caplog: pytest.LogCaptureFixture, seconds: float, notice: 
                                  f"{[r.getMessage() for r in caplog.records]}")
         await asyncio.sleep(0.05)
     return time.monotonic() - began
+
+
+async def until_said(caplog: pytest.LogCaptureFixture, times: int, notice: str, seconds: float) -> None:
+    """Until ``notice`` was logged ``times`` times, at any level: that many attempts went unanswered
+    long enough to be told, however long each attempt took to get there (fails after ``seconds``)."""
+    began = time.monotonic()
+    while sum(len(notices(caplog, level, notice)) for level in (logging.DEBUG, logging.WARNING)) < times:
+        if time.monotonic() - began > seconds:
+            raise AssertionError(f"{notice!r} not said {times} times within {seconds} s: "
+                                 f"{[r.getMessage() for r in caplog.records]}")
+        await asyncio.sleep(0.05)
