@@ -1,7 +1,7 @@
 """Prometheus metrics for consumers (``pip install '.[prometheus]'`` in the aiokafka-lite clone).
 
     from aiokafka_lite.prometheus import register
-    register(consumer)          # into prometheus_client's default REGISTRY
+    register(consumer)          # into prometheus_client's default REGISTRY; a ShareConsumer alike
 
 A ``ConsumerCollector`` reads each of its consumers' ``metrics()`` when scraped and turns the
 snapshots into metric families (``families.py``): nothing is counted twice and nothing runs
@@ -47,7 +47,7 @@ __all__ = ["FAMILIES", "TEXT_CONTENT_TYPE", "ConsumerCollector", "HasMetrics", "
 
 
 class HasMetrics(Protocol):
-    """What a collector needs of a consumer (a ``Consumer`` is one)."""
+    """What a collector needs of a consumer (a ``Consumer`` or a ``ShareConsumer`` is one)."""
 
     def metrics(self) -> dict[str, Any]: ...
 

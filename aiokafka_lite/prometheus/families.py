@@ -2,10 +2,12 @@
 
 ``FAMILIES`` is the table: each family's name, type, help and labels beyond ``client_id`` and
 ``group_id``; ``samples_of(snapshot)`` reads one consumer's snapshot into rows per family (a value
-the snapshot lacks, or holds as None, gives no sample); ``metric_families()`` makes prometheus_client
-``Metric`` objects of the rows (what a registry collects) and ``text()`` writes the same samples in
-the text exposition format directly, several times faster than prometheus_client's writer, which
-validates and escapes every label of every sample (1,000 partitions are 1,000 lag samples).
+the snapshot lacks, or holds as None, gives no sample; a ShareConsumer's snapshot, told by its
+``acknowledgement_mode``, gives the ``share_*`` families and the Consumer's that mean the same);
+``metric_families()`` makes prometheus_client ``Metric`` objects of the rows (what a registry
+collects) and ``text()`` writes the same samples in the text exposition format directly, several
+times faster than prometheus_client's writer, which validates and escapes every label of every
+sample (1,000 partitions are 1,000 lag samples).
 """
 
 from __future__ import annotations
@@ -84,6 +86,24 @@ FAMILIES = (
            "(fetch_connections_per_broker; 'auto': 2 while reading a backlog)", "fetch_sessions", ("node",)),
     Family("connection_failures", "gauge", "Broker connections failing now", "connection_failures"),
     Family("rebootstraps", "counter", "Returns to bootstrap_servers (KIP-899)", "rebootstraps"),
+    # A ShareConsumer's own (KIP-932); it has the Consumer's polls, consumed records and member families too.
+    Family("share_consumer", "info", "The share consumer's acknowledgement mode", "acknowledgement_mode",
+           ("acknowledgement_mode",)),
+    Family("share_acquired_records", "counter", "Records the broker acquired (locked) for this share member",
+           "records_acquired"),
+    Family("share_acknowledged_records", "counter", "Records decided: accepted, released or rejected",
+           "accepted, released, rejected", ("type",)),
+    Family("share_renewed_records", "counter", "Acquisition lock renewals (KIP-1222), one per record renewed",
+           "lock_renewals.records_renewed, renewed"),
+    Family("share_lock_renewal_failures", "counter", "Record lock renewals that did not get through",
+           "lock_renewals.renewals_failed"),
+    Family("share_lapsed_records", "counter", "Records whose acquisition lock lapsed while this member held them",
+           "records_lapsed"),
+    Family("share_delivery_count", "histogram", "Records handed out by their delivery count (1: the first delivery)",
+           "delivery_counts"),
+    Family("share_held_records", "gauge", "Records handed out and awaiting a decision", "records_held"),
+    Family("share_acknowledgement_errors", "counter", "Partitions whose acknowledgements failed",
+           "acknowledgement_errors"),
 )
 BY_NAME = {f.name: f for f in FAMILIES}
 
@@ -119,10 +139,7 @@ def _number(value: Any) -> float | int | None:
 
 def _plain(snapshot: Mapping[str, Any], rows: Rows) -> None:
     """The families read from one key each, without labels of their own."""
-    for name, key in _PLAIN:
-        value = _number(snapshot.get(key))
-        if value is not None:
-            rows[name] = [((), value)]
+    _plain_from(snapshot, _PLAIN, rows)
 
 
 _PLAIN = (("consumed_records", "records_consumed"), ("consumed_bytes", "bytes_consumed"), ("polls", "polls"),
@@ -136,6 +153,8 @@ _PLAIN = (("consumed_records", "records_consumed"), ("consumed_bytes", "bytes_co
 
 def samples_of(snapshot: Mapping[str, Any], cache: LabelCache | None = None) -> Rows:
     """One consumer's samples per family name (families without a sample are left out)."""
+    if "acknowledgement_mode" in snapshot:  # a ShareConsumer's (share/consumer.py metrics())
+        return share_samples_of(snapshot)
     info = tuple(str(snapshot.get(key) or "") for key in BY_NAME["consumer"].labels)
     rows: Rows = {"consumer": [(info, 1)]}
     _plain(snapshot, rows)
@@ -162,6 +181,44 @@ def samples_of(snapshot: Mapping[str, Any], cache: LabelCache | None = None) -> 
     if failing is not None:
         rows["connection_failures"] = [((), len(failing))]
     return rows
+
+
+def share_samples_of(snapshot: Mapping[str, Any]) -> Rows:
+    """A ShareConsumer's samples: its own families, and the Consumer's that mean the same for it."""
+    rows: Rows = {"share_consumer": [((str(snapshot["acknowledgement_mode"]),), 1)]}
+    _plain_from(snapshot, _SHARE_PLAIN, rows)
+    _plain_from(snapshot.get("member") or {}, _SHARE_MEMBER, rows)
+    decided: list[Row] = [((kind,), snapshot[key]) for kind, key in _DECISIONS if snapshot.get(key) is not None]
+    if decided:
+        rows["share_acknowledged_records"] = decided
+    renewals = snapshot.get("lock_renewals")
+    if renewals is not None:
+        rows["share_renewed_records"] = [((), renewals["records_renewed"] + (snapshot.get("renewed") or 0))]
+        rows["share_lock_renewal_failures"] = [((), renewals["renewals_failed"])]
+    if snapshot.get("delivery_counts") is not None:
+        rows["share_delivery_count"] = [((), snapshot["delivery_counts"])]
+    state = (snapshot.get("member") or {}).get("group_state")
+    if state is not None:
+        rows["group_state"] = [((str(state),), 1)]
+    return rows
+
+
+def _plain_from(figures: Mapping[str, Any], names: Iterable[tuple[str, str]], rows: Rows) -> None:
+    for name, key in names:
+        value = _number(figures.get(key))
+        if value is not None:
+            rows[name] = [((), value)]
+
+
+_SHARE_PLAIN = (("polls", "polls"), ("consumed_records", "records_handed_out"),
+                ("share_acquired_records", "records_acquired"), ("share_lapsed_records", "records_lapsed"),
+                ("share_held_records", "records_held"), ("share_acknowledgement_errors", "acknowledgement_errors"))
+_SHARE_MEMBER = (("assigned_partitions", "assigned_partitions"), ("group_generation", "member_epoch"),
+                 ("heartbeats", "heartbeats_sent"), ("heartbeat_failures", "heartbeat_failures"),
+                 ("heartbeat_round_trip_seconds", "heartbeat_rtt_seconds"),
+                 ("time_since_last_poll_seconds", "last_poll_seconds_ago"),
+                 ("poll_interval_lapses", "poll_interval_lapses"))
+_DECISIONS = (("accept", "accepted"), ("release", "released"), ("reject", "rejected"))
 
 
 def _lag_rows(lag: Mapping[str, int | None], partitions: dict[str, tuple[str, str]]) -> list[Row]:

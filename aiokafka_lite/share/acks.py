@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import asdict, dataclass
-from typing import NamedTuple, Protocol
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from operator import itemgetter
+from typing import Any, NamedTuple, Protocol
 
 from ..config import Deserializer
 from ..errors import InvalidArgumentError, KafkaError, RecordDeserializationError
@@ -104,6 +106,13 @@ class Acknowledging:
         self.__exit__(exc_type)
 
 
+# The delivery counts metrics() buckets records by: each one up to 10, the most a share group's
+# delivery count limit (group.share.delivery.count.limit, default 5) may be unless the broker's
+# group.share.max.delivery.count.limit (default 10) is raised; more are in +Inf only.
+DELIVERY_COUNT_BOUNDS = tuple(range(1, 11))
+_DELIVERY_COUNT = itemgetter(ShareRecord._fields.index("delivery_count"))
+
+
 @dataclass
 class AckCounts:
     handed_out: int = 0
@@ -113,6 +122,12 @@ class AckCounts:
     renewed: int = 0
     commits: int = 0
     acknowledgement_errors: int = 0  # partitions whose acknowledgements the broker refused
+    deliveries: Counter[int] = field(default_factory=Counter)  # delivery count -> records handed out
+
+    def handed(self, records: list[ShareRecord]) -> None:
+        """``records`` were handed out: counted, and by their delivery count."""
+        self.handed_out += len(records)
+        self.deliveries.update(map(_DELIVERY_COUNT, records))
 
     def count(self, kind: AckType, records: int = 1) -> None:
         if kind is AckType.ACCEPT:
@@ -127,8 +142,20 @@ class AckCounts:
     def results(self, results: AckResults) -> None:
         self.acknowledgement_errors += sum(1 for error in results.values() if error is not None)
 
-    def as_dict(self) -> dict[str, int]:
-        return {f"records_{k}" if k == "handed_out" else k: v for k, v in asdict(self).items()}
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f"records_{f.name}" if f.name == "handed_out" else f.name: getattr(self, f.name)
+                               for f in fields(self) if f.name != "deliveries"}
+        out["delivery_counts"] = self.delivery_counts()
+        return out
+
+    def delivery_counts(self) -> dict[str, Any]:
+        """The records handed out by delivery count, as a histogram: ``{"count": n, "sum": deliveries,
+        "buckets": [[1, records delivered once], [2, at most twice], ...]}`` (cumulative, to 10)."""
+        buckets, seen = [], 0
+        for bound in DELIVERY_COUNT_BOUNDS:
+            seen += self.deliveries.get(bound, 0)
+            buckets.append([bound, seen])
+        return {"count": self.handed_out, "sum": sum(k * n for k, n in self.deliveries.items()), "buckets": buckets}
 
 
 class Deserialized(NamedTuple):

@@ -292,7 +292,7 @@ class ShareConsumer:
             return records
         good, error, bad, behind = deserialize(records, self.config.key_deserializer, self.config.value_deserializer)
         self._held.hand_out(task, good)
-        self.counts.handed_out += len(good)
+        self.counts.handed(good)
         if error is None or bad is None:
             return good
         # The bad record alone is released: the ones behind it stay acquired, their delivery counts
@@ -434,7 +434,8 @@ class ShareConsumer:
 
     def metrics(self) -> dict[str, Any]:
         """A snapshot: the member's (state, epoch, heartbeats, poll lapses...), the share sessions,
-        records handed out and held, acknowledgements by type and their results."""
+        records acquired, handed out (by delivery count), held and lapsed, acknowledgements by type
+        and their results, lock renewals."""
         figures: dict[str, Any] = {
             "client_id": self.config.client_id, "group_id": self.config.group_id,
             "started": self._startup.started, "closed": self._closing.closed, "polls": self._polls,
@@ -447,6 +448,7 @@ class ShareConsumer:
             figures["share_sessions"] = self._fetcher.sessions()
             figures["fetches_in_flight"] = self._fetcher.in_flight()
             figures["lock_renewals"] = self._fetcher.renewal_metrics()
+            figures.update(self._fetcher.record_counts())  # records_acquired, records_lapsed
         return figures
 
 

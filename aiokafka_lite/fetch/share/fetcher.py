@@ -75,6 +75,7 @@ class ShareFetcher:
         self._acquired_from: dict[TopicPartition, int] = {}  # acknowledgements go to that broker
         self._buffer = AcquiredBuffer(refill_at=2 * max_records)  # acquired, not yet all handed out
         self._ack_results: AckResults = {}  # of acknowledgements sent with fetches, not yet taken
+        self._acquired = 0  # records the broker acquired for this member (metrics)
         self._renewals = LockRenewals(  # keeps the locks of records waiting here and of handlers' records
             acks=self._acks, buffer=self._buffer, nodes=self._acquired_from, send=self._send_on,
             session_open=lambda node: node in self._sessions and self._sessions[node].open,
@@ -179,7 +180,7 @@ class ShareFetcher:
             response = await conn.send(SHARE_FETCH, version, self._settings.fetch_body(plan, taken, ids),
                                        timeout=self._request_timeout + self._settings.max_wait_ms / 1000)
             stored = self._store(node, session, response, taken, ids)
-            self._succeeded(node)
+            self._failures.pop(node, None)  # succeeded: the next failure starts the backoff over
         except Exception as exc:
             session.reset()
             self._ack_results.update(dict.fromkeys(taken, as_kafka_error(exc)))
@@ -239,14 +240,15 @@ class ShareFetcher:
                     for a in part["acquired_records"] or ()]
         if not acquired:
             return False
-        if tp not in self._assignment or self._buffer.has_next(tp):  # revoked meanwhile: give them back
-            self._acquired_from[tp] = node
-            self._acks.release(tp, (o for r in acquired for o in range(r.first_offset, r.last_offset + 1)))
-            return False
+        offsets = [o for r in acquired for o in range(r.first_offset, r.last_offset + 1)]
+        self._acquired += len(offsets)
         self._acquired_from[tp] = node
-        if self._acks.reacquired(tp, (o for r in acquired for o in range(r.first_offset, r.last_offset + 1))):
+        if tp not in self._assignment or self._buffer.has_next(tp):  # revoked meanwhile: give them back
+            self._acks.release(tp, offsets)
+            return False
+        if self._acks.reacquired(tp, offsets):
             log.info("records of %s came back to this member after their locks lapsed: earlier decisions dropped", tp)
-            self._renewals.forget(tp, [o for r in acquired for o in range(r.first_offset, r.last_offset + 1)])
+            self._renewals.forget(tp, offsets)
         records = AcquiredRecords(tp, node, part["records"], acquired, deadline, check_crcs=self._check_crcs)
         self._buffer.add(records)
         self._renewals.waiting(records)
@@ -274,9 +276,6 @@ class ShareFetcher:
             self._ready.set()
         self._refresh_needed = True
         self._retry_later(node, delay)
-
-    def _succeeded(self, node: int) -> None:
-        self._failures.pop(node, None)
 
     def _retry_later(self, node: int, delay: float) -> None:
         loop = asyncio.get_running_loop()
@@ -381,6 +380,9 @@ class ShareFetcher:
 
     def renewal_metrics(self) -> dict[str, int]:
         return self._renewals.metrics()
+
+    def record_counts(self) -> dict[str, int]:  # lapsed: acquired again before a decision went (ledger.py)
+        return {"records_acquired": self._acquired, "records_lapsed": self._acks.lapsed}
 
     def take_acknowledgement_results(self) -> AckResults:
         """The results of the acknowledgements sent with fetches since the last call (None: done)."""

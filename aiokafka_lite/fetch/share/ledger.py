@@ -91,6 +91,7 @@ class ShareAcknowledgements:
         self._delivered: dict[TopicPartition, set[int]] = {}  # handed out, awaiting a decision
         self._decided: dict[TopicPartition, dict[int, AckType]] = {}  # decided, not yet sent
         self._renewals: dict[TopicPartition, set[int]] = {}  # renew decided, not yet sent
+        self.lapsed = 0  # records acquired again while they awaited a decision or its sending (metrics)
 
     def delivered(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
         """Records at ``offsets`` of ``tp`` were handed out: each awaits a decision."""
@@ -197,8 +198,9 @@ class ShareAcknowledgements:
     def reacquired(self, tp: TopicPartition, offsets: Iterable[int]) -> int:
         """``offsets`` of ``tp`` were acquired for us again: their lock had lapsed, so a decision
         not yet sent would settle the new delivery, and the old one awaits none. Both are dropped;
-        returns how many."""
-        dropped = 0
+        returns how many. Each such record (a gap aside) counts as ``lapsed``: its lock lapsed while
+        this member held it."""
+        dropped = gaps = 0
         delivered, decided, renewals = self._delivered.get(tp), self._decided.get(tp), self._renewals.get(tp)
         if not (delivered or decided or renewals):
             return 0
@@ -207,8 +209,11 @@ class ShareAcknowledgements:
                 if held and offset in held:
                     held.discard(offset)
                     dropped += held is delivered
-            if decided and decided.pop(offset, None) is not None:
+            kind = decided.pop(offset, None) if decided else None
+            if kind is not None:
                 dropped += 1
+                gaps += kind is AckType.GAP  # acquired, but no record: not a record's lapse
+        self.lapsed += dropped - gaps
         return dropped
 
     def forget(self, tps: Iterable[TopicPartition]) -> int:

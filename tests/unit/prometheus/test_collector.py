@@ -15,11 +15,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from aiokafka_lite import Consumer
+from aiokafka_lite import Consumer, ShareConsumer
 from aiokafka_lite.consumer.metrics import COMMIT_LATENCY_BOUNDS, CommitFigures
 from aiokafka_lite.errors import InvalidArgumentError
+from aiokafka_lite.fetch.share.ledger import AckType
 from aiokafka_lite.prometheus import ConsumerCollector, register, unregister
-from aiokafka_lite.prometheus.families import LabelCache, samples_of, text
+from aiokafka_lite.prometheus.families import FAMILIES, LabelCache, samples_of, text
+from aiokafka_lite.share.acks import AckCounts
 
 
 def stable_snapshot(client_id: str = "billing-1", group_id: str | None = "billing") -> dict[str, Any]:
@@ -41,6 +43,29 @@ def stable_snapshot(client_id: str = "billing-1", group_id: str | None = "billin
         "generation_id": 5, "member_id": "m-1", "rebalances": 2, "heartbeats_sent": 30, "heartbeat_failures": 1,
         "poll_interval_lapses": 0, "group_health": {"healthy": True}, "heartbeat_rtt_seconds": 0.002,
         "connection_failures": {}, "rebootstraps": 0,
+    }
+
+
+def share_snapshot(client_id: str = "jobs-1", group_id: str = "workers") -> dict[str, Any]:
+    """What ShareConsumer.metrics() says of a stable explicit-mode member (its AckCounts are real)."""
+    counts = AckCounts()
+    delivered = [{"delivery_count": n} for n in (1, 1, 1, 1, 1, 1, 2, 2, 3, 11)]
+    counts.deliveries.update(r["delivery_count"] for r in delivered)
+    counts.handed_out = len(delivered)
+    for kind, n in ((AckType.ACCEPT, 6), (AckType.RELEASE, 2), (AckType.REJECT, 1), (AckType.RENEW, 3)):
+        counts.count(kind, n)
+    counts.acknowledgement_errors = 1
+    return {
+        "client_id": client_id, "group_id": group_id, "started": True, "closed": False, "polls": 12,
+        "bootstrap_failures": None, "acknowledgement_mode": "explicit", "records_held": 1, "records_kept": 0,
+        **counts.as_dict(), "records_acquired": 14, "records_lapsed": 2, "fetches_in_flight": 1,
+        "share_sessions": {1: {"epoch": 4, "partitions": 2, "opened": 1, "resets": 0}},
+        "lock_renewals": {"records_renewed": 9, "renewals_failed": 1, "given_up": 0, "lapsed": 0, "watched": 1},
+        "member": {"group_id": group_id, "group_protocol": "share", "group_state": "STABLE", "member_id": "m-9",
+                   "member_epoch": 7, "heartbeat_interval_ms": 5000, "heartbeats_sent": 20, "heartbeat_failures": 0,
+                   "last_heartbeat_seconds_ago": 1.5, "heartbeat_rtt_seconds": 0.004, "last_poll_seconds_ago": 0.5,
+                   "assigned_partitions": 2, "assignments": 1, "joins": 1, "fenced": 0, "poll_interval_lapses": 1,
+                   "last_leave_delay_seconds": None},
     }
 
 
@@ -396,3 +421,72 @@ def test_without_prometheus_client_the_import_says_which_extra_to_install():
             "try:\n    import aiokafka_lite.prometheus\nexcept ImportError as exc:\n    print(exc)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert "pip install '.[prometheus]' in the aiokafka-lite clone" in out.stdout
+
+
+def test_a_share_consumers_snapshot_maps_to_the_share_families_and_the_consumers_alike():
+    """A ShareConsumer's figures (issue 44): its own share_* families, and the Consumer's families
+    that mean the same for it (polls, records handed out, the member's); none that do not."""
+    share = FakeConsumer(share_snapshot())
+    got = scrape(ConsumerCollector([share]))
+    who = {"client_id": "jobs-1", "group_id": "workers"}
+    assert value(got, "aiokafka_lite_share_consumer_info", **who, acknowledgement_mode="explicit") == 1
+    assert value(got, "aiokafka_lite_share_acquired_records_total", **who) == 14
+    assert value(got, "aiokafka_lite_share_acknowledged_records_total", **who, type="accept") == 6
+    assert value(got, "aiokafka_lite_share_acknowledged_records_total", **who, type="release") == 2
+    assert value(got, "aiokafka_lite_share_acknowledged_records_total", **who, type="reject") == 1
+    assert value(got, "aiokafka_lite_share_renewed_records_total", **who) == 9 + 3  # the keeper's, acknowledge()'s
+    assert value(got, "aiokafka_lite_share_lock_renewal_failures_total", **who) == 1
+    assert value(got, "aiokafka_lite_share_lapsed_records_total", **who) == 2
+    assert value(got, "aiokafka_lite_share_held_records", **who) == 1
+    assert value(got, "aiokafka_lite_share_acknowledgement_errors_total", **who) == 1
+    assert value(got, "aiokafka_lite_share_delivery_count_bucket", **who, le="1.0") == 6
+    assert value(got, "aiokafka_lite_share_delivery_count_bucket", **who, le="2.0") == 8
+    assert value(got, "aiokafka_lite_share_delivery_count_bucket", **who, le="3.0") == 9
+    assert value(got, "aiokafka_lite_share_delivery_count_bucket", **who, le="10.0") == 9
+    assert value(got, "aiokafka_lite_share_delivery_count_bucket", **who, le="+Inf") == 10
+    assert value(got, "aiokafka_lite_share_delivery_count_count", **who) == 10
+    assert value(got, "aiokafka_lite_share_delivery_count_sum", **who) == 6 + 4 + 3 + 11
+    assert value(got, "aiokafka_lite_consumed_records_total", **who) == 10
+    assert value(got, "aiokafka_lite_polls_total", **who) == 12
+    assert value(got, "aiokafka_lite_assigned_partitions", **who) == 2
+    assert value(got, "aiokafka_lite_group_state", **who, state="STABLE") == 1
+    assert value(got, "aiokafka_lite_group_generation", **who) == 7
+    assert value(got, "aiokafka_lite_heartbeats_total", **who) == 20
+    assert value(got, "aiokafka_lite_heartbeat_failures_total", **who) == 0
+    assert value(got, "aiokafka_lite_heartbeat_round_trip_seconds", **who) == 0.004
+    assert value(got, "aiokafka_lite_time_since_last_poll_seconds", **who) == 0.5
+    assert value(got, "aiokafka_lite_poll_interval_lapses_total", **who) == 1
+    share_names = {f.full_name for f in FAMILIES if f.name.startswith("share_")}
+    exposed = {name.removesuffix("_total").removesuffix("_info").removesuffix("_bucket").removesuffix("_count")
+               .removesuffix("_sum") for name, _ in got}
+    assert share_names <= exposed
+    # Not a Consumer's: no commits (a share commit is another thing), lag, rebalances or fetch sessions.
+    for absent in ("aiokafka_lite_consumer_info", "aiokafka_lite_commits_total", "aiokafka_lite_partition_lag",
+                   "aiokafka_lite_rebalances_total", "aiokafka_lite_fetch_session_partitions"):
+        assert absent not in {name for name, _ in got}
+
+
+def test_a_consumer_and_a_share_consumer_in_one_registry():
+    """register() takes either, into the same collector; a Consumer's snapshot gives no share family."""
+    registry = CollectorRegistry()
+    consumer, share = FakeConsumer(stable_snapshot()), FakeConsumer(share_snapshot())
+    assert register(share, registry=registry) is register(consumer, registry=registry)
+    got = samples(generate_latest(registry).decode())
+    shares = {dict(k[1])["client_id"] for k in got if k[0].startswith("aiokafka_lite_share_")}
+    assert shares == {"jobs-1"}
+    consumed = {dict(k[1])["client_id"]: v for k, v in got.items() if k[0] == "aiokafka_lite_consumed_records_total"}
+    assert consumed == {"billing-1": 300, "jobs-1": 10}
+
+
+def test_a_share_consumer_not_started_gives_its_counters_and_no_member_figures():
+    share = ShareConsumer("jobs", bootstrap_servers="127.0.0.1:1", group_id="workers", client_id="lonely")
+    got = scrape(ConsumerCollector([share]))
+    who = {"client_id": "lonely", "group_id": "workers"}
+    assert value(got, "aiokafka_lite_share_consumer_info", **who, acknowledgement_mode="implicit") == 1
+    assert value(got, "aiokafka_lite_consumed_records_total", **who) == 0
+    assert value(got, "aiokafka_lite_share_acknowledged_records_total", **who, type="accept") == 0
+    assert value(got, "aiokafka_lite_share_delivery_count_count", **who) == 0
+    names = {name for name, _ in got}
+    for absent in ("aiokafka_lite_share_acquired_records_total", "aiokafka_lite_share_renewed_records_total",
+                   "aiokafka_lite_group_state", "aiokafka_lite_heartbeats_total"):
+        assert absent not in names  # no fetcher or member yet: unknown, not zero

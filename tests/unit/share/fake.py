@@ -150,6 +150,9 @@ class FakeFetcher:
     def renewal_metrics(self) -> dict[str, int]:
         return {"watched": len(self.locked)}
 
+    def record_counts(self) -> dict[str, int]:
+        return {"records_acquired": len(self.delivered) + len(self.queue), "records_lapsed": 0}
+
 
 class Parts:
     cluster: FakeCluster

@@ -443,6 +443,22 @@ async def test_metrics_snapshot(parts: Parts) -> None:
     assert m["records_held"] == 1
     assert m["acknowledgement_mode"] == "implicit"
     assert m["member"] == {"member_id": "m-1"}
+    assert (m["records_acquired"], m["records_lapsed"]) == (1, 0)  # the fetcher's (fake.py's here)
+
+
+async def test_metrics_count_the_records_handed_out_by_delivery_count(parts: Parts) -> None:
+    """The delivery_counts histogram (cumulative buckets 1 to 10; +Inf is the count): records as
+    handed out, in any task, whatever is decided later."""
+    async with share(share_acknowledgement_mode="explicit") as s:
+        parts.fetcher.add(record(0), record(1, delivery_count=2), record(2, delivery_count=2),
+                          record(3, delivery_count=5), record(4, delivery_count=12))
+        got = await s.poll(1.0, max_records=2)
+        got += await asyncio.create_task(s.poll(1.0))
+        for r in got:
+            s.acknowledge(r, "accept")
+        counts = s.metrics()["delivery_counts"]
+    assert (counts["count"], counts["sum"]) == (5, 1 + 2 + 2 + 5 + 12)
+    assert counts["buckets"] == [[1, 1], [2, 3], [3, 3], [4, 3], [5, 4], [6, 4], [7, 4], [8, 4], [9, 4], [10, 4]]
 
 
 async def test_the_acquire_mode_and_the_renewal_bound_are_settings() -> None:

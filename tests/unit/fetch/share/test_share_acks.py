@@ -202,6 +202,18 @@ def test_reacquired_offsets_drop_stale_decisions_and_waits() -> None:
     assert acks.undecided() == 1  # 3 still awaits its decision
     assert acks.take([T0], renewals=True) == {}
     assert acks.reacquired(T1, [0]) == 0
+    assert acks.lapsed == 3  # each record once (1 was both awaiting a decision and renewing)
+
+
+def test_lapsed_counts_records_not_gaps_nor_decisions_already_sent() -> None:
+    acks = ShareAcknowledgements()
+    acks.delivered(T0, [0, 1])
+    acks.gaps(T0, [2])
+    acks.acknowledge(T0, 0, ACCEPT)
+    acks.take([T0], renewals=False)  # 0 and the gap at 2 went to the broker
+    acks.gaps(T0, [5])
+    assert acks.reacquired(T0, [0, 1, 2, 5]) == 2  # 1's wait and the unsent gap at 5
+    assert acks.lapsed == 1  # only 1 was a record this member held past its lock
 
 
 def test_acknowledge_all_decides_a_batch_by_partition_and_skips_what_awaits_nothing() -> None:

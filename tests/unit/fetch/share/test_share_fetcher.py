@@ -490,3 +490,23 @@ async def test_the_next_answer_is_fetched_while_the_last_records_go_out() -> Non
         assert [r.offset for r in fetcher.fetched_records(10)[T0]] == [6, 7, 8]
     finally:
         await fetcher.close(1.0)
+
+
+async def test_record_counts_acquired_records_and_those_whose_locks_lapsed_while_held() -> None:
+    """Every acquired offset counts as acquired (also those given back at once, their partition
+    revoked meanwhile); a handed-out record acquired again before its decision went counts as lapsed."""
+    cluster = FakeCluster({T0: 1, T1: 1})
+    cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 3), [(0, 2, 1)])))
+    fetcher = fetcher_for(cluster, explicit=True)
+    try:
+        fetcher.assign([T0])
+        got = (await records_of(fetcher))[T0]
+        assert [(r.offset, r.delivery_count) for r in got] == [(0, 1), (1, 1), (2, 1)]
+        fetcher.acknowledge(got[0], AckType.ACCEPT)  # 1 and 2 stay undecided past their locks
+        await until_requests(cluster, SHARE_FETCH, 2)
+        cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(1, 2), [(1, 2, 2)]), part(1, batch(0, 1), [(0, 0, 1)])))
+        again = (await records_of(fetcher))[T0]
+        assert [(r.offset, r.delivery_count) for r in again] == [(1, 2), (2, 2)]
+        assert fetcher.record_counts() == {"records_acquired": 6, "records_lapsed": 2}  # T1's 1, not assigned
+    finally:
+        await fetcher.close(1.0)
