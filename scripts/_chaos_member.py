@@ -39,7 +39,7 @@ _EARLY_STALL = threading.Event()
 signal.signal(signal.SIGUSR1, lambda _signum, _frame: _EARLY_STALL.set())
 
 from aiokafka_lite import Consumer, ConsumerRecord, OffsetAndMetadata, TopicPartition  # noqa: E402
-from aiokafka_lite.errors import KafkaError  # noqa: E402
+from aiokafka_lite.errors import KafkaError, KafkaTimeoutError  # noqa: E402
 
 POLL_TIMEOUT = 0.5
 COMMIT_TIMEOUT = 10.0
@@ -103,8 +103,19 @@ async def run(spec: dict[str, Any], log: IO[str]) -> None:
         stall_requested.set()
     pace = Pace(spec["pace"])
     max_poll_records = int(spec["settings"].get("max_poll_records", 500))
-    async with Consumer(spec["topic"], bootstrap_servers=spec["bootstrap"], group_id=spec["group"],
-                        **spec["settings"]) as consumer:
+    consumer = Consumer(spec["topic"], bootstrap_servers=spec["bootstrap"], group_id=spec["group"],
+                        **spec["settings"])
+    try:
+        # A fault may come while the member starts (a broker restart of 10 s against start()'s own
+        # 10 s bound, on a slow machine): start() then raises, as KIP-266 says, and an application
+        # tries again, as this member does.
+        while not stop_requested.is_set():
+            try:
+                await consumer.start()
+                break
+            except KafkaTimeoutError as exc:
+                log.write(f"E {time.monotonic():.6f} {type(exc).__name__}\n")
+                log.flush()
         while not stop_requested.is_set():
             pace.refresh()
             try:
@@ -124,6 +135,8 @@ async def run(spec: dict[str, Any], log: IO[str]) -> None:
             if pace.rate > 0:
                 await asyncio.sleep(min(len(records) / pace.rate, MAX_PACED_SLEEP))
             await _commit(consumer, log, records)
+    finally:
+        await consumer.close()
 
 
 def _exit_with_parent() -> None:

@@ -61,8 +61,8 @@ def test_kafka_without_java_or_mvn_on_path_says_what_to_install(tmp_path: Path) 
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     line = assert_one_line(run_demo("--broker", "kafka", tmp_path=tmp_path, path=str(empty)))
-    assert "`java` to run Apache Kafka 4.3.1" in line
-    assert "`mvn` to download Apache Kafka 4.3.1's jars once" in line
+    assert f"`java` to run Apache Kafka {demo_prerequisites.KAFKA_VERSION}" in line
+    assert f"`mvn` to download Apache Kafka {demo_prerequisites.KAFKA_VERSION}'s jars once" in line
     assert "install a Java 17+ runtime" in line
     assert "install Apache Maven" in line
     assert line.endswith("or run the demo on its default embedded broker: aiokafka-lite demo")

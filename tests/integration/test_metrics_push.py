@@ -1,4 +1,4 @@
-"""Client metrics push (KIP-714) against Apache Kafka 4.3.1, as the broker's telemetry plugin sees it.
+"""Client metrics push (KIP-714) against Apache Kafka (the fixtures' 4.4.0), as its telemetry plugin sees it.
 
 A broker of this module's own runs ``telemetry_plugin/RecordingTelemetryReporter.java`` (compiled here
 against the broker's jars) as its ``metric.reporters``; the plugin writes one JSON line per push it
@@ -25,14 +25,16 @@ import pytest
 from aiokafka_lite import Consumer
 from aiokafka_lite.testing._kafka_jars import kafka_jars
 from aiokafka_lite.testing._process import BrokerUnavailable, wait_until
-from aiokafka_lite.testing.apache_kafka import ApacheKafkaBroker
+from aiokafka_lite.testing.apache_kafka import DEFAULT_VERSION, ApacheKafkaBroker
 from aiokafka_lite.testing.helpers import create_topic, produce
 from aiokafka_lite.testing.java_clients import VerifiableConsumer, run_kafka_tool
 from aiokafka_lite.testing.plugin import started_or_skipped
 
 from ._consumers import poll_until, until
 
-VERSION = "4.3.1"
+VERSION = DEFAULT_VERSION
+# Kafka 4.4 moved ConfigCommand from the core jar (kafka.admin, Scala) to the tools jar.
+CONFIG_COMMAND = "kafka.admin.ConfigCommand" if VERSION == "4.3.1" else "org.apache.kafka.tools.ConfigCommand"
 PLUGIN = Path(__file__).parent / "telemetry_plugin" / "RecordingTelemetryReporter.java"
 INTERVAL_MS = 1000
 PREFIXES = ("org.apache.kafka.consumer.coordinator.commit.", "org.apache.kafka.consumer.fetch.manager.records.")
@@ -65,7 +67,7 @@ def telemetry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Telem
     broker = ApacheKafkaBroker(VERSION, extra_properties={"metric.reporters": "RecordingTelemetryReporter"},
                                jvm_options=[f"-Daiokafka.telemetry.out={pushes}"], extra_classpath=[str(classes)])
     with started_or_skipped(broker):
-        result = run_kafka_tool("kafka.admin.ConfigCommand", [
+        result = run_kafka_tool(CONFIG_COMMAND, [
             "--bootstrap-server", broker.bootstrap_servers, "--alter", "--entity-type", "client-metrics",
             "--entity-name", "aiokafka-lite-test", "--add-config",
             f"metrics=[{','.join(PREFIXES)}],interval.ms={INTERVAL_MS},match=[client_id=telemetry-.*]"])
