@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
 import pytest
+
+from aiokafka_lite import Consumer
+from aiokafka_lite.errors import KafkaError
 
 
 def notices(caplog: pytest.LogCaptureFixture, level: int, notice: str) -> list[str]:
@@ -35,3 +39,19 @@ async def until_said(caplog: pytest.LogCaptureFixture, times: int, notice: str, 
             raise AssertionError(f"{notice!r} not said {times} times within {seconds} s: "
                                  f"{[r.getMessage() for r in caplog.records]}")
         await asyncio.sleep(0.05)
+
+
+async def said_once_over_three_tries(caplog: pytest.LogCaptureFixture, consumer: Consumer, notice: str) -> None:
+    """Start ``consumer`` against a silent peer until ``notice`` was told for three tries, close it, and
+    check it was said once at WARNING, the other tries at DEBUG, and nothing else at WARNING or above."""
+    starting = asyncio.create_task(consumer.start(timeout=60.0))
+    try:
+        await until_said(caplog, 3, notice, seconds=30.0)
+    finally:
+        await consumer.close()
+        with contextlib.suppress(KafkaError):
+            await starting
+    assert len(notices(caplog, logging.WARNING, notice)) == 1, [r.getMessage() for r in caplog.records]
+    assert len(notices(caplog, logging.DEBUG, notice)) >= 2, [r.getMessage() for r in caplog.records]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == \
+        notices(caplog, logging.WARNING, notice)

@@ -13,10 +13,9 @@ import pytest
 
 from aiokafka_lite import Consumer
 from aiokafka_lite._net import connection
-from aiokafka_lite.errors import KafkaError
 
 from ...tcp_proxy import silent_server
-from .silence_notices import notices, said_within, until_said
+from .silence_notices import said_once_over_three_tries, said_within
 
 NOTICE = "accepted the connection but has not answered the TLS handshake for"
 SAID_WITHIN = 5.0
@@ -55,14 +54,4 @@ async def test_the_tls_notice_is_said_once_however_many_handshakes_go_unanswered
     async with silent_server() as address:
         consumer = Consumer(bootstrap_servers=address, security_protocol="SSL", request_timeout_ms=300,
                             fetch_max_wait_ms=100, reconnect_backoff_ms=10, reconnect_backoff_max_ms=50)
-        starting = asyncio.create_task(consumer.start(timeout=60.0))
-        try:
-            await until_said(caplog, 3, NOTICE, seconds=30.0)
-        finally:
-            await consumer.close()
-            with contextlib.suppress(KafkaError):
-                await starting
-    assert len(notices(caplog, logging.WARNING, NOTICE)) == 1, [r.getMessage() for r in caplog.records]
-    assert len(notices(caplog, logging.DEBUG, NOTICE)) >= 2, [r.getMessage() for r in caplog.records]
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == \
-        notices(caplog, logging.WARNING, NOTICE)
+        await said_once_over_three_tries(caplog, consumer, NOTICE)
