@@ -19,6 +19,7 @@ import pytest
 from aiokafka_lite import ShareConsumer
 from aiokafka_lite.processing import process_share
 from aiokafka_lite.share import ShareRecord
+from aiokafka_lite.testing.helpers import produce
 
 from ._consumers import until
 from .test_share_consumer import DEADLINE, _collect, prepare, settings
@@ -168,4 +169,48 @@ async def test_a_share_consumer_block_keeps_the_lock_while_it_runs(
           f"renewals {renewals}")
     assert sorted(offset for offset, _, _ in handled) == list(range(total))
     assert {count for _, count, _ in handled} == {1}
+    assert left_over == []
+
+
+async def test_two_records_from_two_answers_keep_their_locks_behind_a_long_poll(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Two records acquired by two ShareFetch answers, each kept by a renewing() block for four lock
+    durations, while the next ShareFetch long-polls for most of a lock (fetch_max_wait_ms 800 ms,
+    1.5 s locks). One record's renewals are nearly always waiting at the broker behind that long
+    poll when the other's fall due; those must not wait for their answer and then behind another
+    long poll (a lapse at the broker: INVALID_RECORD_STATE, the record delivered twice). Both
+    renewed throughout: no renewal failed or lapsed, each handled once with delivery count 1."""
+    broker = apache_kafka_broker
+    caplog.set_level(logging.INFO, logger="aiokafka_lite")
+    prepare(broker, unique_topic, unique_group, [b"job0"], lock_ms=LOCK_MS)
+    handled: list[tuple[int, int, int]] = []
+
+    async def work(share: ShareConsumer, polled: asyncio.Event) -> None:
+        got: list[ShareRecord] = []
+        while not got:  # explicit mode: the task that polls a record decides it
+            got = await share.poll(1.0)
+        polled.set()
+        for record in got:
+            handled.append((record.offset, record.delivery_count, 0))
+            async with share.renewing(record):
+                await asyncio.sleep(4 * LOCK_MS / 1000)
+            share.acknowledge(record, "accept")
+
+    async with ShareConsumer(unique_topic, **settings(broker, unique_group, share_acknowledgement_mode="explicit",
+                                                      fetch_max_wait_ms=800)) as share:
+        async with asyncio.timeout(DEADLINE), asyncio.TaskGroup() as tasks:
+            first, second = asyncio.Event(), asyncio.Event()
+            tasks.create_task(work(share, first))
+            await first.wait()
+            # The second record, produced now: it comes in an answer of its own.
+            await asyncio.to_thread(produce, broker, unique_topic, [{"value": b"job1"}])
+            tasks.create_task(work(share, second))
+        assert all(error is None for error in (await share.commit(timeout=10)).values())
+        renewals = share.metrics()["lock_renewals"]
+    left_over = await _nothing_left(broker, unique_topic, unique_group)
+    print(f"\nhandled {_seen(handled)}; renewals {renewals}")
+    assert sorted(offset for offset, _, _ in handled) == [0, 1]
+    assert {count for _, count, _ in handled} == {1}
+    assert renewals["renewals_failed"] == renewals["lapsed"] == 0, renewals
+    assert renewals["records_renewed"] >= 4  # each at least twice
     assert left_over == []

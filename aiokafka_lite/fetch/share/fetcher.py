@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -163,7 +162,6 @@ class ShareFetcher:
 
     async def _fetch(self, node: int, wanted: set[TopicPartition]) -> None:
         loop = asyncio.get_running_loop()
-        began = loop.time()
         session = self._sessions.setdefault(node, ShareSession())
         stored: bool | None = None
         taken: dict[TopicPartition, list[Batch]] = {}
@@ -177,9 +175,10 @@ class ShareFetcher:
             plan = session.fetch_plan(wanted)
             taken = {} if plan.opens else self._acks.take(mine & wanted, renewals=False)
             ids = self._topic_ids(wanted | plan.forget | taken.keys())
+            sent = loop.time()
             response = await conn.send(SHARE_FETCH, version, self._settings.fetch_body(plan, taken, ids),
                                        timeout=self._request_timeout + self._settings.max_wait_ms / 1000)
-            stored = self._store(node, session, response, taken, ids)
+            stored = self._store(node, session, response, taken, ids, sent)
             self._failures.pop(node, None)  # succeeded: the next failure starts the backoff over
         except Exception as exc:
             session.reset()
@@ -193,14 +192,14 @@ class ShareFetcher:
         if stored is None:
             return
         # A broker answering "nothing" without holding the long poll would make a busy loop: back off.
-        if stored or loop.time() - began >= self._settings.max_wait_ms / 2000:
+        if stored or loop.time() - sent >= self._settings.max_wait_ms / 2000:
             self.send_fetches()
         else:
             self._retry_later(node, self._retry_backoff)
 
     def _store(self, node: int, session: ShareSession, response: Mapping[str, Any],
-               taken: Mapping[TopicPartition, list[Batch]], ids: Mapping[str, Any]) -> bool:
-        """Apply a ShareFetch answer; True when something was buffered or must be fetched again at once."""
+               taken: Mapping[TopicPartition, list[Batch]], ids: Mapping[str, Any], sent: float) -> bool:
+        """Apply a ShareFetch answer (sent at ``sent``); True: something buffered, or fetch again at once."""
         code = response["error_code"]
         if not session.answered(code):
             log.info("broker %d ended the share session: %s; opening a new one", node, BrokerError(code).name)
@@ -209,7 +208,9 @@ class ShareFetcher:
         if code:
             raise broker_error(code, f"ShareFetch to broker {node}")
         self._renewals.lock_is(response["acquisition_lock_timeout_ms"])
-        deadline = asyncio.get_running_loop().time() + response["acquisition_lock_timeout_ms"] / 1000
+        # The broker started the locks after ``sent``: so counted, they lapse no sooner than we think,
+        # however late the answer reached us (a long poll, a busy loop).
+        deadline = sent + response["acquisition_lock_timeout_ms"] / 1000
         endpoints = {e["node_id"]: BrokerInfo(e["node_id"], e["host"], e["port"], e["rack"])
                      for e in response.get("node_endpoints") or ()}
         stored = False
@@ -268,7 +269,7 @@ class ShareFetcher:
 
     def _failed(self, node: int, exc: Exception) -> None:
         backoff = self._failures.setdefault(node, Backoff(self._retry_backoff, self._retry_backoff_max))
-        backoff.failed(time.monotonic())
+        backoff.failed(asyncio.get_running_loop().time())
         delay = backoff.delay()
         log.info("share fetch from broker %d failed: %s; retrying in %.3f s", node, exc, delay)
         if not transient(exc):  # said once by the next fetched_records(); retried all the same
@@ -280,8 +281,7 @@ class ShareFetcher:
     def _retry_later(self, node: int, delay: float) -> None:
         loop = asyncio.get_running_loop()
         self._not_before[node] = loop.time() + delay
-        timer = self._timers.pop(node, None)
-        if timer is not None:
+        if (timer := self._timers.pop(node, None)) is not None:
             timer.cancel()
         if not self._closed:
             self._timers[node] = loop.call_later(delay, self._retry, node)

@@ -99,15 +99,11 @@ class ShareAcknowledgements:
 
     def gaps(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
         """Acquired offsets of ``tp`` that hold no record for us: acknowledged as gaps."""
-        decided = self._decided.setdefault(tp, {})
-        for offset in offsets:
-            decided[offset] = AckType.GAP
+        self._decide(tp, dict.fromkeys(offsets, AckType.GAP))
 
     def release(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
         """Acquired offsets of ``tp`` never handed out (dropped, or left at close): given back."""
-        decided = self._decided.setdefault(tp, {})
-        for offset in offsets:
-            decided[offset] = AckType.RELEASE
+        self._decide(tp, dict.fromkeys(offsets, AckType.RELEASE))
 
     def renew_waiting(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
         """Acquired offsets of ``tp`` not yet handed out: renew their locks (they wait their turn)."""
@@ -129,7 +125,7 @@ class ShareAcknowledgements:
             self._renewals.setdefault(tp, set()).add(offset)  # still handed out: decided later
             return
         waiting.discard(offset)
-        self._decided.setdefault(tp, {})[offset] = kind
+        self._decide(tp, {offset: kind})
 
     def acknowledge_all(self, records: Iterable[HandedOut], kind: AckType) -> int:
         """``acknowledge`` for many handed-out records at once (accept, release or reject), by
@@ -147,7 +143,7 @@ class ShareAcknowledgements:
                 continue
             hits = waiting.intersection(offsets)
             waiting.difference_update(hits)
-            self._decided.setdefault(tp, {}).update(dict.fromkeys(hits, kind))
+            self._decide(tp, dict.fromkeys(hits, kind))
             done += len(hits)
         return done
 
@@ -155,10 +151,16 @@ class ShareAcknowledgements:
         """Implicit mode: every record handed out and not decided is accepted."""
         for tp, waiting in self._delivered.items():
             if waiting:
-                decided = self._decided.setdefault(tp, {})
-                for offset in waiting:
-                    decided[offset] = AckType.ACCEPT
+                self._decide(tp, dict.fromkeys(waiting, AckType.ACCEPT))
                 waiting.clear()
+
+    def _decide(self, tp: TopicPartition, decisions: Mapping[int, AckType]) -> None:
+        """Final decisions, in place of any renewal not sent yet: a RENEW of a decided record, sent
+        after the decision went in a fetch, would fail its whole partition's acknowledgements."""
+        self._decided.setdefault(tp, {}).update(decisions)
+        renew = self._renewals.get(tp)
+        if renew:
+            renew.difference_update(decisions)
 
     def undecided(self) -> int:
         """How many handed-out records await a decision."""

@@ -3,9 +3,12 @@ on and for the records acquired but not yet handed out, sent before their locks 
 
 locks.py says when; this sends. One timer, armed for the next renewal due; when it fires, every
 record due is marked RENEW in the ledger and, per broker, goes out in one ShareAcknowledge
-(is_renew_ack) together with the decisions pending for that broker's partitions; at most one such
-request per broker at a time. The answer's acquisition_lock_timeout_ms (v2) gives the new deadline,
-counted from when the request was sent (the broker starts the lock over when it reads it: later).
+(is_renew_ack) together with the decisions pending for that broker's partitions, at once: a renewal
+due while another is on its way to the same broker does not wait for its answer (the broker answers
+a connection's requests in order, both behind the same long poll; waiting would add a second long
+poll to the first, past the lead locks.py allows for one). The answer's acquisition_lock_timeout_ms
+(v2) gives the new deadline, counted from when the request was sent (the broker starts the lock over
+when it reads it: later).
 
 Records waiting in the buffer are renewed, not released: releasing a record no handler has seen
 would raise its delivery count (and archive it early, at group.share.delivery.count.limit), while
@@ -39,7 +42,7 @@ Token = AcquiredRecords | tuple[TopicPartition, int]  # records waiting in the b
 
 
 class LockRenewals:
-    """Keeps the acquisition locks of watched records: one timer, one request per broker at a time."""
+    """Keeps the acquisition locks of watched records: one timer, a request per broker and wake."""
 
     def __init__(self, *, acks: ShareAcknowledgements, buffer: AcquiredBuffer, nodes: Mapping[TopicPartition, int],
                  send: Send, session_open: Callable[[int], bool], on_results: Callable[[AckResults], None],
@@ -50,8 +53,7 @@ class LockRenewals:
         self._bound, self._retry_backoff = bound, retry_backoff
         self._lock = 30.0  # seconds: the group's lock duration, as the last answer gave it
         self._timer: asyncio.TimerHandle | None = None
-        self._tasks: dict[int, asyncio.Task[None]] = {}
-        self._in_request: dict[int, set[tuple[TopicPartition, int]]] = {}  # per broker: the records it renews
+        self._requests: dict[asyncio.Task[None], set[tuple[TopicPartition, int]]] = {}  # under way: what each renews
         self._stopped = bound <= 0  # 0: never renew
         self.renewed = self.failed = self.given_up = self.lapsed = 0  # records
         self._said: set[str] = set()  # what was logged once already
@@ -80,7 +82,7 @@ class LockRenewals:
             now = asyncio.get_running_loop().time()
             key = _held(record)
             self._schedule.watch(key, record.acquisition_deadline, now + self._bound)
-            if any(key in renewing for renewing in self._in_request.values()):
+            if any(key in renewing for renewing in self._requests.values()):
                 self._schedule.sending(key)  # handed out while its waiting batch is being renewed
             self._arm(self._schedule.wake_of(key, self._lock))
 
@@ -103,11 +105,10 @@ class LockRenewals:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        tasks = list(self._tasks.values())
+        tasks = list(self._requests)
         for task in tasks:
             task.cancel()
-        self._tasks.clear()
-        self._in_request.clear()
+        self._requests.clear()
         self._schedule.clear()
         return tasks
 
@@ -142,21 +143,23 @@ class LockRenewals:
             log.info("%d acquisition locks lapsed before their renewal got through", _records(lapsed))
         by_node: dict[int, list[Token]] = {}
         for token in due.renew:
-            node = self._mark(token)
+            node = self._node_of(token)
             if node is None:
-                continue
-            if node in self._tasks or not self._session_open(node):  # after the request under way
+                self._schedule.unwatch(token)
+            elif not self._session_open(node):  # after the next session's first fetch
                 self._schedule.failed([token], now + self._retry_backoff)
-                continue
-            by_node.setdefault(node, []).append(token)
+            elif self._mark(token):  # marked only when it goes now: a mark left behind would go later,
+                by_node.setdefault(node, []).append(token)  # perhaps after the record was decided
         for node, tokens in by_node.items():
             # Taken now, so no other request takes them: with the decisions pending for that broker.
             taken = self._acks.take(self._acks.pending(tp for tp, n in self._nodes.items() if n == node),
                                     renewals=True)
-            self._in_request[node] = {(tp, offset) for tp, batches in taken.items()
-                                      for offset, kind in expand(batches).items() if kind is AckType.RENEW}
-            self._tasks[node] = loop.create_task(self._renew(node, tokens, taken, now),
-                                                 name=f"aiokafka-lite share lock renewal to broker {node}")
+            renewing = {(tp, offset) for tp, batches in taken.items()
+                        for offset, kind in expand(batches).items() if kind is AckType.RENEW}
+            task = loop.create_task(self._renew(node, tokens, taken, renewing, now),
+                                    name=f"aiokafka-lite share lock renewal to broker {node}")
+            self._requests[task] = renewing
+            task.add_done_callback(lambda done: self._requests.pop(done, None))
         self._arm()
 
     def _kept(self, tokens: list[Token]) -> list[Token]:
@@ -164,32 +167,29 @@ class LockRenewals:
         token is watched until its renewal is due even when all its records were handed out."""
         return [t for t in tokens if not isinstance(t, AcquiredRecords) or (self._buffer.holds(t) and t.left)]
 
-    def _mark(self, token: Token) -> int | None:
-        """Mark ``token``'s records RENEW in the ledger; their broker (None: nothing left to renew)."""
+    def _node_of(self, token: Token) -> int | None:
+        return token.node_id if isinstance(token, AcquiredRecords) else self._nodes.get(token[0])
+
+    def _mark(self, token: Token) -> bool:
+        """Mark ``token``'s records RENEW in the ledger; False (and no longer watched): nothing left to renew."""
         if isinstance(token, AcquiredRecords):
             offsets = token.remaining() if self._buffer.holds(token) else []
-            if not offsets:
-                self._schedule.unwatch(token)
-                return None
-            self._acks.renew_waiting(token.tp, offsets)
-            return token.node_id
-        tp, offset = token
-        node = self._nodes.get(tp)
-        try:
-            self._acks.acknowledge(tp, offset, AckType.RENEW)
-        except IllegalStateError:  # decided meanwhile, or acquired again
-            node = None
-        if node is None:
+            if offsets:
+                self._acks.renew_waiting(token.tp, offsets)
+        else:
+            tp, offset = token
+            try:
+                self._acks.acknowledge(tp, offset, AckType.RENEW)
+                offsets = [offset]
+            except IllegalStateError:  # decided meanwhile, or acquired again
+                offsets = []
+        if not offsets:
             self._schedule.unwatch(token)
-        return node
+        return bool(offsets)
 
     async def _renew(self, node: int, tokens: list[Token], taken: dict[TopicPartition, list[Batch]],
-                     sent: float) -> None:
-        try:
-            done = await self._send(node, taken)
-        finally:
-            self._tasks.pop(node, None)
-            renewing = self._in_request.pop(node, set())
+                     renewing: set[tuple[TopicPartition, int]], sent: float) -> None:
+        done = await self._send(node, taken)
         self.lock_is(done.lock_ms)
         final = {tp: error for tp, error in done.results.items() if has_final_decisions(taken.get(tp, []))}
         if final:

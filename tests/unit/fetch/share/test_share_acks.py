@@ -107,6 +107,28 @@ def test_ledger_renew_keeps_the_record_undecided_and_goes_only_when_allowed() ->
     assert acks.take([T0], renewals=True) == {T0: [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}
 
 
+def test_a_decision_in_a_fetch_takes_the_unsent_renewal_of_that_record_with_it() -> None:
+    """A renewal marked but not sent, then the record decided and the decision sent with a fetch
+    (which carries no renewals): the renewal must not go after it, or the broker refuses the whole
+    partition's acknowledgements (INVALID_RECORD_STATE) in that request, other records' renewals too."""
+    acks = ShareAcknowledgements()
+    acks.delivered(T0, [0, 1])
+    acks.acknowledge(T0, 0, RENEW)
+    acks.renew_waiting(T0, [5])
+    acks.acknowledge(T0, 0, ACCEPT)
+    acks.acknowledge_all([_Handed("t", 0, 1)], REJECT)
+    acks.release(T0, [5])  # never handed out, given back
+    assert acks.take([T0], renewals=False) == {T0: [{"first_offset": 0, "last_offset": 1, "acknowledge_types": [1, 3]},
+                                                   {"first_offset": 5, "last_offset": 5, "acknowledge_types": [2]}]}
+    assert not acks.has_renewals([T0])
+    assert acks.take([T0], renewals=True) == {}
+
+
+class _Handed:
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+
 def test_ledger_release_and_forget() -> None:
     acks = ShareAcknowledgements()
     acks.release(T0, [3, 4])

@@ -13,7 +13,7 @@ import pytest
 
 from aiokafka_lite.fetch.share.acknowledge import Acknowledged
 from aiokafka_lite.fetch.share.buffer import AcquiredBuffer
-from aiokafka_lite.fetch.share.ledger import AckType, ShareAcknowledgements
+from aiokafka_lite.fetch.share.ledger import AckType, ShareAcknowledgements, expand
 from aiokafka_lite.fetch.share.records import AcquiredRange, AcquiredRecords
 from aiokafka_lite.fetch.share.renewals import LockRenewals
 from aiokafka_lite.protocol.messages import SHARE_ACKNOWLEDGE, SHARE_FETCH
@@ -192,6 +192,64 @@ async def test_a_record_handed_out_while_its_batch_is_being_renewed_takes_that_r
     finally:
         for task in renewals.halt(final=True):
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_renewal_due_while_another_to_the_same_broker_waits_goes_at_once() -> None:
+    """Two handlers' records from two answers, 0.1 s apart: the second's renewal falls due while
+    the first's waits at the broker (behind a long poll). It goes at once, to queue behind the same
+    long poll; waiting for the first's answer would add a second long poll to its wait, and at
+    the broker its lock lapses (INVALID_RECORD_STATE; seen in CI with 1.5 s locks)."""
+    acks, buffer, gate, both = ShareAcknowledgements(), AcquiredBuffer(refill_at=10), asyncio.Event(), asyncio.Event()
+    requests: list[dict[TopicPartition, Any]] = []
+    loop = asyncio.get_running_loop()
+
+    async def send(node: int, taken: dict[TopicPartition, Any]) -> Acknowledged:
+        requests.append(taken)
+        if len(requests) == 2:
+            both.set()
+        await gate.wait()  # the broker answers once the long poll ahead of them ends
+        return Acknowledged(dict.fromkeys(taken), LOCK_MS)
+
+    renewals = LockRenewals(acks=acks, buffer=buffer, nodes={T0: 1}, send=send, session_open=lambda node: True,
+                            on_results=lambda results: None, queue_wait=0.1, bound=60.0, retry_backoff=0.05)
+    try:
+        renewals.lock_is(LOCK_MS)
+        for offset in (0, 1):
+            acquired = AcquiredRecords(T0, 1, batch(offset, 1), [AcquiredRange(offset, offset, 1)],
+                                       loop.time() + LOCK_MS / 1000)
+            [record], _gaps = acquired.take(1)
+            acks.delivered(T0, [offset])
+            renewals.keep(record)
+            await asyncio.sleep(0.1)
+        async with asyncio.timeout(LOCK_MS / 1000):  # the first still unanswered
+            await both.wait()
+        assert [expand(taken[T0]) for taken in requests[:2]] == [{0: AckType.RENEW}, {1: AckType.RENEW}]
+        gate.set()
+        await asyncio.sleep(0.05)
+        assert renewals.metrics()["records_renewed"] >= 2  # (renewed again since: their answers came late)
+        assert renewals.metrics()["renewals_failed"] == renewals.metrics()["lapsed"] == 0
+    finally:
+        for task in renewals.halt(final=True):
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_lock_is_counted_from_when_its_share_fetch_went_not_from_its_answer() -> None:
+    """The broker starts the lock between the request and the answer: an answer after a 0.3 s long
+    poll (or a busy loop that read it late) leaves up to 0.3 s less of the lock than it says."""
+    cluster = FakeCluster({T0: 1})
+    fetcher = fetcher_for(cluster, explicit=True)
+    loop = asyncio.get_running_loop()
+    try:
+        fetcher.assign([T0])
+        await until_requests(cluster, SHARE_FETCH, 1)
+        went = loop.time()
+        await asyncio.sleep(0.3)  # the long poll
+        cluster.answer(SHARE_FETCH, fetch_answer(part(0, batch(0, 1), [(0, 0, 1)])))
+        [record] = (await records_of(fetcher))[T0]
+        assert went - 0.05 <= record.acquisition_deadline - 30.0 <= went + 0.05
+        fetcher.acknowledge(record, AckType.ACCEPT)
+    finally:
+        await fetcher.close(1.0)
 
 
 async def test_an_answer_all_handed_out_is_watched_no_longer() -> None:
