@@ -1,11 +1,10 @@
-"""`groups delete-offsets`: usage errors exit 2 before connecting (--dry-run and --execute among them:
-it deletes at once), the answers of OffsetDelete and DeleteShareGroupOffsets become rows, and a failed
-row is exit 1 with one line on stderr. The broker's side is tests/integration/test_cli_groups_delete_offsets.py."""
+"""`groups delete-offsets` (its usage errors are in test_groups_tools_args.py's table): the answers
+of OffsetDelete and DeleteShareGroupOffsets become rows, and a failed row is exit 1 with one line
+on stderr. The broker's side is tests/integration/test_cli_groups_delete_offsets.py."""
 
 from __future__ import annotations
 
 import io
-import time
 import uuid
 
 import pytest
@@ -17,31 +16,6 @@ from aiokafka_lite.errors import BrokerError
 
 UNREACHABLE = ["-b", "127.0.0.1:1"]
 DELETE = ["groups", "delete-offsets", "g", *UNREACHABLE]
-
-
-def _exit_code(argv: list[str]) -> object:
-    try:
-        return cli_main(argv)
-    except SystemExit as exited:  # argparse's own errors exit from the parser
-        return exited.code
-
-
-@pytest.mark.parametrize(("argv", "says"), [
-    ([*DELETE, "--topic", "orders", "--dry-run"], "deletes at once and has no --dry-run or --execute"),
-    ([*DELETE, "--topic", "orders", "--execute"], "deletes at once and has no --dry-run or --execute"),
-    ([*DELETE], "the following arguments are required: --topic"),
-    ([*DELETE, "--topic", "orders:x"], "--topic 'orders:x': 'x' is not a partition number"),
-    (["groups", "delete-offsets", "", *UNREACHABLE, "--topic", "t"], "GROUP must not be empty"),
-])
-def test_usage_errors_are_one_line_exit_2_without_connecting(capsys: pytest.CaptureFixture[str], argv: list[str],
-                                                             says: str) -> None:
-    started = time.monotonic()
-    assert _exit_code(argv) == 2
-    captured = capsys.readouterr()
-    [line] = captured.err.splitlines()
-    assert says in line
-    assert captured.out == ""
-    assert time.monotonic() - started < 5
 
 
 def test_the_parsed_topics_reach_the_command(monkeypatch: pytest.MonkeyPatch) -> None:

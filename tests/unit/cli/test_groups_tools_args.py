@@ -20,6 +20,7 @@ from aiokafka_lite.structs import TopicPartition
 
 UNREACHABLE = ["-b", "127.0.0.1:1"]
 RESET = ["groups", "reset-offsets", "g", *UNREACHABLE, "--topic", "orders"]
+DELETE = ["groups", "delete-offsets", "g", *UNREACHABLE]
 
 
 @pytest.mark.parametrize(("argv", "says"), [
@@ -37,6 +38,11 @@ RESET = ["groups", "reset-offsets", "g", *UNREACHABLE, "--topic", "orders"]
     (["groups", "lag", "", *UNREACHABLE], "GROUP must not be empty"),
     (["groups", "lag", "g", "-b", "127.0.0.1:port"], "bootstrap"),
     (["groups", "list", *UNREACHABLE, "--state", "Stable,Sleeping"], "--state 'Sleeping' is not a group state"),
+    ([*DELETE, "--topic", "orders", "--dry-run"], "deletes at once and has no --dry-run or --execute"),
+    ([*DELETE, "--topic", "orders", "--execute"], "deletes at once and has no --dry-run or --execute"),
+    ([*DELETE], "the following arguments are required: --topic"),
+    ([*DELETE, "--topic", "orders:x"], "--topic 'orders:x': 'x' is not a partition number"),
+    (["groups", "delete-offsets", "", *UNREACHABLE, "--topic", "t"], "GROUP must not be empty"),
 ])
 def test_usage_errors_are_one_line_exit_2_without_connecting(capsys, argv, says):
     started = time.monotonic()
