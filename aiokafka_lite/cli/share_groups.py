@@ -7,7 +7,8 @@ group. ShareGroupDescribe (key 77) gives the members, each with every partition 
 (a share group's partitions are shared: several members can be assigned the same one);
 DescribeShareGroupOffsets (key 90) gives each partition's start offset, the first offset the group
 has not yet delivered and completed, and from v1 (KIP-1226) its lag. A broker that answers only v0
-has no lag to give: LAG is ``-`` and a note says why.
+has no lag to give: LAG is ``-`` and a note says why. That request and its answer's reading are
+group/share/offsets.py's, shared with the ShareConsumer's lag refresher.
 
 ``ask_share_group`` returns None when the coordinator knows no share group of that id. It works on
 the caller's Cluster, within the caller's deadline (this module imports no other command's module).
@@ -23,12 +24,12 @@ from typing import Any, TextIO
 
 from .._net.cluster import Cluster
 from ..errors import BrokerError, UnsupportedVersionError
-from ..protocol.messages import DESCRIBE_SHARE_GROUP_OFFSETS, SHARE_GROUP_DESCRIBE
+from ..group.share.offsets import LAG_VERSION, lag_not_available_note, start_offsets
+from ..protocol.messages import SHARE_GROUP_DESCRIBE
 from ..structs import TopicPartition
 
 GROUP_ID_NOT_FOUND = 69
 RETRY_SECONDS = 0.2
-LAG_VERSION = 1  # DescribeShareGroupOffsets v1 (KIP-1226) reports each partition's lag
 
 
 @dataclass
@@ -66,11 +67,6 @@ class ShareGroupView:
     group_type: str = "share"
 
 
-def lag_not_available_note(version: int) -> str:
-    return (f"LAG is not available: the broker answers DescribeShareGroupOffsets v{version} only, and a "
-            f"partition's lag is reported from v{LAG_VERSION} (KIP-1226, Apache Kafka 4.2 and later)")
-
-
 def _assignment(raw: dict[str, Any]) -> list[TopicPartition]:
     # A topic deleted meanwhile has no name left, only its id.
     return sorted(TopicPartition(t["topic_name"] or str(t["topic_id"]), p)
@@ -94,30 +90,6 @@ async def _described(cluster: Cluster, node_id: int, group_id: str) -> dict[str,
     if group["error_code"]:
         raise BrokerError(group["error_code"], f"ShareGroupDescribe {group_id!r}: {group['error_message']}")
     return group
-
-
-async def start_offsets(cluster: Cluster, node_id: int, group_id: str
-                        ) -> tuple[dict[TopicPartition, tuple[int | None, int | None, int | None]], int]:
-    """Per partition (start offset, leader epoch, lag), each None where not known, and the version asked."""
-    connection = await cluster.connection(node_id)
-    version = connection.version_for(DESCRIBE_SHARE_GROUP_OFFSETS)
-    response = await cluster.send(node_id, DESCRIBE_SHARE_GROUP_OFFSETS,
-                                  {"groups": [{"group_id": group_id, "topics": None}]})
-    group = response["groups"][0]
-    if group["error_code"]:
-        raise BrokerError(group["error_code"], f"DescribeShareGroupOffsets {group_id!r}: {group['error_message']}")
-    offsets: dict[TopicPartition, tuple[int | None, int | None, int | None]] = {}
-    for topic in group["topics"]:
-        for p in topic["partitions"]:
-            where = f"{topic['topic_name']}-{p['partition_index']}"
-            if p["error_code"]:
-                raise BrokerError(p["error_code"],
-                                  f"DescribeShareGroupOffsets {group_id!r} {where}: {p['error_message']}")
-            offsets[TopicPartition(topic["topic_name"], p["partition_index"])] = (
-                None if p["start_offset"] < 0 else p["start_offset"],
-                None if p["leader_epoch"] < 0 else p["leader_epoch"],
-                None if p["lag"] < 0 else p["lag"])
-    return offsets, version
 
 
 async def ask_share_group(cluster: Cluster, group_id: str) -> ShareGroupView | None:

@@ -237,6 +237,11 @@ class SettingFields:
         Int(0), "ShareConsumer only (no Java setting): how long a record's acquisition lock is renewed "
         "(KIP-1222 RENEW, before it lapses) while a handler works on it (process_share(), renewing(), "
         "acknowledging()) or while it waits to be handed out; after that it lapses. 0 never renews."))
+    share_lag_refresh_ms: int = field(default=30000, metadata=_meta(
+        Int(0), "ShareConsumer only (no Java setting): how often, while partitions are assigned, the share "
+        "group's lag per assigned partition is asked of its coordinator (DescribeShareGroupOffsets v1, "
+        "KIP-1226: Kafka 4.2+) for metrics()['lag'] and the Prometheus partition_lag family. 0 never asks. "
+        "The Consumer ignores it."))
     heartbeat_mode: str = field(default="task", metadata=_meta(
         Choice("task", "thread"), "Heartbeat from an asyncio task, or from a thread that keeps "
         "the session alive while the event loop is blocked."))

@@ -55,7 +55,8 @@ FAMILIES = (
            "bytes_consumed"),
     Family("polls", "counter", "Calls of poll()", "polls"),
     Family("assigned_partitions", "gauge", "Partitions assigned to the consumer", "assignment"),
-    Family("partition_lag", "gauge", "Records between the position and the high watermark",
+    Family("partition_lag", "gauge", "Records between the position and the high watermark (a ShareConsumer: "
+           "records from the share-partition start offset to the end not yet acknowledged, KIP-1226)",
            "lag", ("topic", "partition")),
     Family("commits", "counter", "Commits that completed", "commits"),
     Family("commit_failures", "counter", "Commits that failed, timed out or were cancelled by close()",
@@ -154,7 +155,7 @@ _PLAIN = (("consumed_records", "records_consumed"), ("consumed_bytes", "bytes_co
 def samples_of(snapshot: Mapping[str, Any], cache: LabelCache | None = None) -> Rows:
     """One consumer's samples per family name (families without a sample are left out)."""
     if "acknowledgement_mode" in snapshot:  # a ShareConsumer's (share/consumer.py metrics())
-        return share_samples_of(snapshot)
+        return share_samples_of(snapshot, cache)
     info = tuple(str(snapshot.get(key) or "") for key in BY_NAME["consumer"].labels)
     rows: Rows = {"consumer": [(info, 1)]}
     _plain(snapshot, rows)
@@ -183,7 +184,7 @@ def samples_of(snapshot: Mapping[str, Any], cache: LabelCache | None = None) -> 
     return rows
 
 
-def share_samples_of(snapshot: Mapping[str, Any]) -> Rows:
+def share_samples_of(snapshot: Mapping[str, Any], cache: LabelCache | None = None) -> Rows:
     """A ShareConsumer's samples: its own families, and the Consumer's that mean the same for it."""
     rows: Rows = {"share_consumer": [((str(snapshot["acknowledgement_mode"]),), 1)]}
     _plain_from(snapshot, _SHARE_PLAIN, rows)
@@ -197,6 +198,9 @@ def share_samples_of(snapshot: Mapping[str, Any]) -> Rows:
         rows["share_lock_renewal_failures"] = [((), renewals["renewals_failed"])]
     if snapshot.get("delivery_counts") is not None:
         rows["share_delivery_count"] = [((), snapshot["delivery_counts"])]
+    lag = snapshot.get("lag")  # the share lag (KIP-1226), share/lag.py
+    if lag:
+        rows["partition_lag"] = _lag_rows(lag, {} if cache is None else cache.partitions)
     state = (snapshot.get("member") or {}).get("group_state")
     if state is not None:
         rows["group_state"] = [((str(state),), 1)]

@@ -1,10 +1,11 @@
 """The ShareConsumer users hold (KIP-932 share groups: queue semantics on Kafka topics).
 
 It owns a cluster, a share group member (group/share ShareMember: heartbeats, the poll-deadline
-watchdog) and a share fetcher (fetch/share/fetcher.py ShareFetcher: ShareFetch, ShareAcknowledge),
-and closes them. Several tasks may poll it, or iterate it with ``async for``, at once: each record
-is handed to one of them, and held.py keeps the acknowledgement mode per task. Every awaitable
-method is bounded (KIP-266, liveness/deadlines.py)."""
+watchdog), a share fetcher (fetch/share/fetcher.py ShareFetcher: ShareFetch, ShareAcknowledge) and
+the share lag's refresher (lag.py ShareLag, for metrics()), and closes them. Several tasks may
+poll it, or iterate it with ``async for``, at once: each record is handed to one of them, and
+held.py keeps the acknowledgement mode per task. Every awaitable method is bounded (KIP-266,
+liveness/deadlines.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from ..structs import TopicPartition
 from .acks import AckCounts, Acknowledging, Renewing, ack_type_of, deserialize
 from .held import HeldRecords
 from .kept import KeptRecords
+from .lag import ShareLag
 from .lifecycle import StartOnce
 from .wiring import make_cluster, make_fetcher, make_member, share_config
 
@@ -71,6 +73,7 @@ class ShareConsumer:
         self._closing = Closing("share close")
         self._held = HeldRecords(self._task_ended)
         self._held.explicit = self.explicit
+        self._lag = ShareLag(config.group_id or "", config.share_lag_refresh_ms, config.request_timeout)
         self._kept = KeptRecords()  # behind a record the deserializer failed on: the next polls' first
         self._commits: set[asyncio.Task[AckResults]] = set()
         self._lapse_end: asyncio.Task[None] | None = None  # ending the share sessions after a poll lapse
@@ -117,6 +120,7 @@ class ShareConsumer:
         self._cluster = cluster
         self._member = make_member(self.config, cluster, self._assignment_changed)
         self._fetcher = make_fetcher(self.config, cluster, self._member.member_id)
+        self._lag.start(cluster, self._member.assignment)
         if self._topics:
             self._member.subscribe(self._topics)
 
@@ -147,6 +151,7 @@ class ShareConsumer:
         for task in list(self._commits):
             await cancel(task)
         await cancel(self._lapse_end)
+        await self._lag.stop()
         if self._member is not None:
             await self._member.stop()
         if self._fetcher is not None:
@@ -211,6 +216,7 @@ class ShareConsumer:
         member, fetcher = self._member, self._fetcher
         if fetcher is None or member is None:
             return
+        self._lag.assignment_changed()
         self._assign(fetcher, member.assignment() if self._topics else ())
         if member.state is State.STALE and self._lapse_end is None and not self._closing.closed:
             # Left at the poll deadline: what this member holds goes to the live members now, not
@@ -435,13 +441,15 @@ class ShareConsumer:
     def metrics(self) -> dict[str, Any]:
         """A snapshot: the member's (state, epoch, heartbeats, poll lapses...), the share sessions,
         records acquired, handed out (by delivery count), held and lapsed, acknowledgements by type
-        and their results, lock renewals."""
+        and their results, lock renewals, and the share lag per assigned partition (as the Consumer's
+        ``lag``; the coordinator's figure, asked every share_lag_refresh_ms: None until known)."""
         figures: dict[str, Any] = {
             "client_id": self.config.client_id, "group_id": self.config.group_id,
             "started": self._startup.started, "closed": self._closing.closed, "polls": self._polls,
             "bootstrap_failures": self._startup.failures(self._connecting),  # until start() succeeds
             "acknowledgement_mode": "explicit" if self.explicit else "implicit",
-            "records_held": len(self._held), "records_kept": len(self._kept), **self.counts.as_dict()}
+            "records_held": len(self._held), "records_kept": len(self._kept), **self.counts.as_dict(),
+            "lag": self._lag.snapshot(), "lag_refresh": self._lag.metrics()}  # share/lag.py
         if self._member is not None:
             figures["member"] = self._member.metrics()
         if self._fetcher is not None:

@@ -21,6 +21,7 @@ import pytest
 from aiokafka_lite import ShareConsumer
 from aiokafka_lite.cli import share_groups
 from aiokafka_lite.cli.groups import describe_group
+from aiokafka_lite.group.share import offsets as share_offsets
 from aiokafka_lite.testing.helpers import create_topic, produce, set_group_config
 from aiokafka_lite.testing.java_clients import run_kafka_tool
 
@@ -102,8 +103,8 @@ async def _without_lag_on_v0(bootstrap: str, group: str, monkeypatch: pytest.Mon
     v0, the start offsets are still shown, LAG is unknown and a note says why."""
     v1 = await describe_group(bootstrap, group)
     with monkeypatch.context() as patched:
-        patched.setattr(share_groups, "DESCRIBE_SHARE_GROUP_OFFSETS",
-                        dataclasses.replace(share_groups.DESCRIBE_SHARE_GROUP_OFFSETS, max_version=0))
+        patched.setattr(share_offsets, "DESCRIBE_SHARE_GROUP_OFFSETS",
+                        dataclasses.replace(share_offsets.DESCRIBE_SHARE_GROUP_OFFSETS, max_version=0))
         v0 = await describe_group(bootstrap, group)
     assert v1.share is not None
     assert v0.share is not None

@@ -2,6 +2,8 @@
 as a Consumer is (``register()``) accepts records, releases one, rejects one, keeps one's lock
 while a block runs three lock durations and lets another's lapse; a scrape of the registry says
 each of those, and the records handed out by delivery count. What it scraped is printed (-s).
+And its share lag per partition (KIP-1226), in metrics()["lag"] and the Consumer's partition_lag
+family, as Kafka's kafka-share-groups.sh --describe --offsets and our `groups lag` show it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from aiokafka_lite import ShareConsumer
+from aiokafka_lite.cli.groups import describe_group
 from aiokafka_lite.prometheus import register
 from aiokafka_lite.share import ShareRecord
+from aiokafka_lite.testing.java_clients import run_kafka_tool
 
+from ._consumers import until
 from .test_share_consumer import DEADLINE, prepare, settings
 
 pytestmark = pytest.mark.asyncio
@@ -120,4 +125,79 @@ async def test_a_share_consumers_records_by_fate_in_its_prometheus_families(
     assert _value(got, "aiokafka_lite_group_state", **who, state="STABLE") == 1
     assert _value(got, "aiokafka_lite_heartbeats_total", **who) >= 1
     assert _value(got, "aiokafka_lite_polls_total", **who) == snapshot["polls"]
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING], "a healthy run warns"
+
+
+# ---------------------------------------------------------------- the share lag (KIP-1226)
+
+SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+RECORDS_PER_PARTITION = 10
+# Per partition: the offsets accepted and rejected at their first delivery (the rest are released).
+# Share lag (KIP-1226) is the records from the share-partition start offset to the end not yet
+# acknowledged (end - start offset - records completed after it): a released record is lag, an
+# accepted or rejected one is not, before the start offset or after it. Partition 0's accepted
+# offsets are a prefix, partition 1's are not (0 and 1 are released): 10 - 3 and 10 - 6. (On Kafka
+# 4.4.0 the start offset DescribeShareGroupOffsets reported for partition 0 was still 0 here, not
+# 3: the lag is the same either way, so only the agreement with Kafka's tool is asserted for it.)
+DECIDED = {0: ({0, 1, 2}, set()), 1: ({2, 3, 4, 5, 6}, {7})}
+EXPECTED_LAG = {0: 7, 1: 4}
+
+
+async def _decide_first_deliveries(share: ShareConsumer) -> None:
+    """Each record of both partitions once, decided by DECIDED; a released record back again is
+    released again (it stays lag either way), then the decisions are committed."""
+    seen: set[tuple[int, int]] = set()
+    async with asyncio.timeout(DEADLINE):
+        while len(seen) < 2 * RECORDS_PER_PARTITION:
+            for record in await share.poll(1.0):
+                accepted, rejected = DECIDED[record.partition]
+                fate = "accept" if record.offset in accepted else "reject" if record.offset in rejected else "release"
+                share.acknowledge(record, fate if record.delivery_count == 1 else "release")
+                seen.add((record.partition, record.offset))
+    assert not [error for error in (await share.commit(timeout=10)).values() if error is not None]
+
+
+async def _kafkas_lag(bootstrap: str, group: str) -> dict[int, tuple[int, int]]:
+    """Partition -> (START-OFFSET, LAG) as kafka-share-groups.sh --describe --offsets shows them."""
+    done = await asyncio.to_thread(run_kafka_tool, SHARE_GROUP_COMMAND,
+                                   ["--bootstrap-server", bootstrap, "--describe", "--offsets", "--group", group])
+    assert done.returncode == 0, done.stdout + done.stderr
+    print(f"--- ShareGroupCommand --describe --offsets\n{done.stdout}")
+    lines = [line.split() for line in done.stdout.splitlines() if line.strip()]
+    header = next(row for row in lines if row[0] == "GROUP")
+    at = {name: header.index(name) for name in ("PARTITION", "START-OFFSET", "LAG")}
+    return {int(row[at["PARTITION"]]): (int(row[at["START-OFFSET"]]), int(row[at["LAG"]]))
+            for row in lines if row[0] == group}
+
+
+async def test_a_share_consumers_lag_is_what_the_broker_reports(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, caplog: pytest.LogCaptureFixture) -> None:
+    """metrics()["lag"] and the partition_lag family (the Consumer's) say each assigned partition's
+    share lag as DescribeShareGroupOffsets v1 reports it: what Kafka's own tool and `groups lag` show."""
+    broker = apache_kafka_broker
+    caplog.set_level(logging.INFO, logger="aiokafka_lite")
+    prepare(broker, unique_topic, unique_group, [b"job%d" % i for i in range(2 * RECORDS_PER_PARTITION)],
+            partitions=2)
+    registry = CollectorRegistry()
+    async with ShareConsumer(unique_topic, **settings(broker, unique_group, client_id="jobs-1",
+                                                      share_acknowledgement_mode="explicit",
+                                                      share_lag_refresh_ms=500)) as share:
+        register(share, registry=registry)
+        await _decide_first_deliveries(share)
+        committed_at = share.metrics()["lag_refresh"]["refreshes"]
+        await until(lambda: share.metrics()["lag_refresh"]["refreshes"] >= committed_at + 2, DEADLINE,
+                    "two lag refreshes after the commit (one asked after it)")
+        snapshot, got = share.metrics(), _scrape(registry)
+        theirs = await _kafkas_lag(broker.bootstrap_servers, unique_group)
+        ours = await describe_group(broker.bootstrap_servers, unique_group)
+    print(f"\nmetrics()['lag'] {snapshot['lag']}, lag_refresh {snapshot['lag_refresh']}")
+    keys = {p: f"{unique_topic}-{p}" for p in (0, 1)}
+    assert snapshot["lag"] == {keys[p]: EXPECTED_LAG[p] for p in (0, 1)}
+    assert {p: lag for p, (_, lag) in theirs.items()} == EXPECTED_LAG
+    assert ours.share is not None
+    assert {p.partition: (p.start_offset, p.lag) for p in ours.share.partitions} == theirs  # `groups lag`'s
+    for p in (0, 1):
+        assert _value(got, "aiokafka_lite_partition_lag", group_id=unique_group, topic=unique_topic,
+                      partition=str(p)) == EXPECTED_LAG[p]
+    assert snapshot["lag_refresh"]["failures"] == 0
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING], "a healthy run warns"

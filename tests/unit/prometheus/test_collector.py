@@ -61,6 +61,7 @@ def share_snapshot(client_id: str = "jobs-1", group_id: str = "workers") -> dict
         **counts.as_dict(), "records_acquired": 14, "records_lapsed": 2, "fetches_in_flight": 1,
         "share_sessions": {1: {"epoch": 4, "partitions": 2, "opened": 1, "resets": 0}},
         "lock_renewals": {"records_renewed": 9, "renewals_failed": 1, "given_up": 0, "lapsed": 0, "watched": 1},
+        "lag": {"jobs-0": 3, "jobs-1": None},  # the share lag (KIP-1226); partition 1's not known yet
         "member": {"group_id": group_id, "group_protocol": "share", "group_state": "STABLE", "member_id": "m-9",
                    "member_epoch": 7, "heartbeat_interval_ms": 5000, "heartbeats_sent": 20, "heartbeat_failures": 0,
                    "last_heartbeat_seconds_ago": 1.5, "heartbeat_rtt_seconds": 0.004, "last_poll_seconds_ago": 0.5,
@@ -456,12 +457,15 @@ def test_a_share_consumers_snapshot_maps_to_the_share_families_and_the_consumers
     assert value(got, "aiokafka_lite_heartbeat_round_trip_seconds", **who) == 0.004
     assert value(got, "aiokafka_lite_time_since_last_poll_seconds", **who) == 0.5
     assert value(got, "aiokafka_lite_poll_interval_lapses_total", **who) == 1
+    assert value(got, "aiokafka_lite_partition_lag", **who, topic="jobs", partition="0") == 3  # the Consumer's family
+    assert [k for k in got if k[0] == "aiokafka_lite_partition_lag"] == [
+        ("aiokafka_lite_partition_lag", tuple(sorted({**who, "topic": "jobs", "partition": "0"}.items())))]
     share_names = {f.full_name for f in FAMILIES if f.name.startswith("share_")}
     exposed = {name.removesuffix("_total").removesuffix("_info").removesuffix("_bucket").removesuffix("_count")
                .removesuffix("_sum") for name, _ in got}
     assert share_names <= exposed
-    # Not a Consumer's: no commits (a share commit is another thing), lag, rebalances or fetch sessions.
-    for absent in ("aiokafka_lite_consumer_info", "aiokafka_lite_commits_total", "aiokafka_lite_partition_lag",
+    # Not a Consumer's: no commits (a share commit is another thing), rebalances or fetch sessions.
+    for absent in ("aiokafka_lite_consumer_info", "aiokafka_lite_commits_total",
                    "aiokafka_lite_rebalances_total", "aiokafka_lite_fetch_session_partitions"):
         assert absent not in {name for name, _ in got}
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
-from aiokafka_lite.errors import IllegalStateError
+from aiokafka_lite.errors import IllegalStateError, UnsupportedVersionError
 from aiokafka_lite.fetch.share.ledger import AckType
 from aiokafka_lite.fetch.share.records import ShareRecord
 from aiokafka_lite.group.share.state import State
@@ -18,8 +19,56 @@ def record(offset: int, delivery_count: int = 1, partition: int = 0, value: byte
     return ShareRecord("jobs", partition, offset, 0, 0, b"k", value, [], None, delivery_count, 0.0)
 
 
-class FakeCluster:
+def offsets_answer(lag: dict[TopicPartition, int]) -> dict[str, Any]:
+    """A DescribeShareGroupOffsets v1 answer: each partition's start offset 0 and ``lag``."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, n in lag.items():
+        topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "start_offset": 0,
+                                                "leader_epoch": 0, "lag": n, "error_code": 0, "error_message": None})
+    named = [{"topic_name": t, "topic_id": uuid.UUID(int=1), "partitions": ps} for t, ps in topics.items()]
+    return {"throttle_time_ms": 0,
+            "groups": [{"group_id": "workers", "error_code": 0, "error_message": None, "topics": named}]}
+
+
+class Coordinator:
+    """What the lag refresher (share/lag.py) uses of Cluster: a coordinator answering
+    DescribeShareGroupOffsets at ``version`` (None: not at all) with ``lag``, or raising ``error``."""
+
     def __init__(self) -> None:
+        self.version: int | None = 1
+        self.lag: dict[TopicPartition, int] = {TP: 0}
+        self.error: BaseException | None = None
+        self.hang = False  # the broker never answers
+        self.asked: list[float] = []  # loop times of the requests sent
+
+    def coordinator(self, group_id: str) -> int | None:
+        return 1
+
+    async def find_coordinator(self, group_id: str, timeout: float | None = None) -> int:
+        return 1
+
+    async def connection(self, node_id: int, timeout: float | None = None) -> Coordinator:
+        return self
+
+    def version_for(self, api: Any, client_max: int | None = None) -> int:
+        if self.version is None:
+            raise UnsupportedVersionError("the broker does not support DescribeShareGroupOffsets (API key 90)")
+        return self.version
+
+    async def send(self, node_id: int, api: Any, body: dict[str, Any], *, timeout: float | None = None,
+                   max_version: int | None = None) -> dict[str, Any]:
+        assert body == {"groups": [{"group_id": "workers", "topics": None}]}
+        self.asked.append(asyncio.get_running_loop().time())
+        if self.hang:
+            await asyncio.Event().wait()
+        if self.error is not None:
+            raise self.error
+        return offsets_answer(self.lag)
+
+
+class FakeCluster(Coordinator):
+    def __init__(self) -> None:
+        super().__init__()
         self.closed = False
 
     async def bootstrap(self, timeout: float | None) -> None:
