@@ -32,7 +32,9 @@ async def start_offsets(cluster: Cluster, node_id: int, group_id: str, *, timeou
                         lag_only: bool = False) -> tuple[StartOffsets, int]:
     """Every partition the group has a share-partition state for, from its coordinator ``node_id``,
     and the version asked; each of the two steps (the connection, the request) within ``timeout``.
-    ``lag_only``: a broker below v1 is not asked (the offsets come back empty with its version)."""
+    A partition's error raises BrokerError. ``lag_only`` (the refresher's): a broker below v1 is not
+    asked (the offsets come back empty with its version), and a partition with an error is left out
+    (its figures unknown) rather than failing the others."""
     connection = await cluster.connection(node_id, timeout=timeout)
     version = connection.version_for(DESCRIBE_SHARE_GROUP_OFFSETS)
     if lag_only and version < LAG_VERSION:
@@ -40,16 +42,18 @@ async def start_offsets(cluster: Cluster, node_id: int, group_id: str, *, timeou
     response = await cluster.send(node_id, DESCRIBE_SHARE_GROUP_OFFSETS,
                                   {"groups": [{"group_id": group_id, "topics": None}]},
                                   timeout=timeout, max_version=version)
-    return _read(response["groups"][0], group_id), version
+    return _read(response["groups"][0], group_id, strict=not lag_only), version
 
 
-def _read(group: dict[str, Any], group_id: str) -> StartOffsets:
+def _read(group: dict[str, Any], group_id: str, strict: bool) -> StartOffsets:
     if group["error_code"]:
         raise BrokerError(group["error_code"], f"DescribeShareGroupOffsets {group_id!r}: {group['error_message']}")
     offsets: StartOffsets = {}
     for topic in group["topics"]:
         for p in topic["partitions"]:
             where = f"{topic['topic_name']}-{p['partition_index']}"
+            if p["error_code"] and not strict:
+                continue
             if p["error_code"]:
                 raise BrokerError(p["error_code"],
                                   f"DescribeShareGroupOffsets {group_id!r} {where}: {p['error_message']}")

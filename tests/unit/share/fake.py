@@ -19,12 +19,15 @@ def record(offset: int, delivery_count: int = 1, partition: int = 0, value: byte
     return ShareRecord("jobs", partition, offset, 0, 0, b"k", value, [], None, delivery_count, 0.0)
 
 
-def offsets_answer(lag: dict[TopicPartition, int]) -> dict[str, Any]:
-    """A DescribeShareGroupOffsets v1 answer: each partition's start offset 0 and ``lag``."""
+def offsets_answer(lag: dict[TopicPartition, int], errors: dict[TopicPartition, int] | None = None
+                   ) -> dict[str, Any]:
+    """A DescribeShareGroupOffsets v1 answer: each partition's start offset 0 and ``lag``, or its error."""
     topics: dict[str, list[dict[str, Any]]] = {}
-    for tp, n in lag.items():
-        topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "start_offset": 0,
-                                                "leader_epoch": 0, "lag": n, "error_code": 0, "error_message": None})
+    for tp, n in {**lag, **(errors or {})}.items():
+        code = (errors or {}).get(tp, 0)
+        topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "start_offset": -1 if code else 0,
+                                                "leader_epoch": 0, "lag": -1 if code else n, "error_code": code,
+                                                "error_message": None})
     named = [{"topic_name": t, "topic_id": uuid.UUID(int=1), "partitions": ps} for t, ps in topics.items()]
     return {"throttle_time_ms": 0,
             "groups": [{"group_id": "workers", "error_code": 0, "error_message": None, "topics": named}]}
@@ -37,6 +40,7 @@ class Coordinator:
     def __init__(self) -> None:
         self.version: int | None = 1
         self.lag: dict[TopicPartition, int] = {TP: 0}
+        self.partition_errors: dict[TopicPartition, int] = {}
         self.error: BaseException | None = None
         self.hang = False  # the broker never answers
         self.asked: list[float] = []  # loop times of the requests sent
@@ -63,7 +67,7 @@ class Coordinator:
             await asyncio.Event().wait()
         if self.error is not None:
             raise self.error
-        return offsets_answer(self.lag)
+        return offsets_answer(self.lag, self.partition_errors)
 
 
 class FakeCluster(Coordinator):

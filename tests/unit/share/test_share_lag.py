@@ -109,6 +109,21 @@ async def test_a_partition_no_longer_assigned_leaves_the_snapshot_and_an_unknown
         await lag.stop()
 
 
+async def test_a_partitions_error_leaves_its_lag_unknown_and_the_others_reported(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    coordinator, assigned = Coordinator(), Assigned(TP, TP1)
+    coordinator.lag, coordinator.partition_errors = {TP: 6}, {TP1: 3}  # UNKNOWN_TOPIC_OR_PARTITION
+    lag = await started(10_000, coordinator, assigned)
+    try:
+        await until(lambda: lag.metrics()["refreshes"] == 1, "an answer")
+        assert lag.snapshot() == {"jobs-0": 6, "jobs-1": None}
+        assert lag.metrics()["failures"] == 0
+        assert not said(caplog, logging.INFO, "DescribeShareGroupOffsets")
+    finally:
+        await lag.stop()
+
+
 @pytest.mark.parametrize("version", [0, None])
 async def test_a_broker_without_the_lag_is_said_once_and_not_asked_again(
         version: int | None, caplog: pytest.LogCaptureFixture) -> None:
