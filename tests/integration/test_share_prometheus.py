@@ -9,6 +9,7 @@ family, as Kafka's kafka-share-groups.sh --describe --offsets and our `groups la
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
@@ -21,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from aiokafka_lite import ShareConsumer
 from aiokafka_lite.cli.groups import describe_group
+from aiokafka_lite.group.share import offsets as share_offsets
 from aiokafka_lite.prometheus import register
 from aiokafka_lite.share import ShareRecord
 from aiokafka_lite.testing.java_clients import run_kafka_tool
@@ -201,3 +203,29 @@ async def test_a_share_consumers_lag_is_what_the_broker_reports(
                       partition=str(p)) == EXPECTED_LAG[p]
     assert snapshot["lag_refresh"]["failures"] == 0
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING], "a healthy run warns"
+
+
+async def test_a_broker_answering_v0_only_gives_no_share_lag(
+        apache_kafka_broker: Any, unique_topic: str, unique_group: str, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before KIP-1226 (DescribeShareGroupOffsets v0 only: asked at v0 here) there is no lag to
+    give: said once at INFO, not asked again; metrics()["lag"] says None and the scrape no sample."""
+    broker = apache_kafka_broker
+    caplog.set_level(logging.INFO, logger="aiokafka_lite")
+    monkeypatch.setattr(share_offsets, "DESCRIBE_SHARE_GROUP_OFFSETS",
+                        dataclasses.replace(share_offsets.DESCRIBE_SHARE_GROUP_OFFSETS, max_version=0))
+    prepare(broker, unique_topic, unique_group, [b"a", b"b"], partitions=2)
+    registry = CollectorRegistry()
+    async with ShareConsumer(unique_topic, **settings(broker, unique_group, client_id="jobs-1",
+                                                      share_lag_refresh_ms=100)) as share:
+        register(share, registry=registry)
+        await until(lambda: len(share.assignment()) == 2, DEADLINE, "both partitions assigned")
+        await until(lambda: share.metrics()["lag_refresh"]["unavailable"] is not None, DEADLINE, "the v0 answer")
+        await asyncio.sleep(0.5)  # five refresh intervals: nothing more is asked
+        snapshot, got = share.metrics(), _scrape(registry)
+    assert snapshot["lag"] == {f"{unique_topic}-{p}": None for p in (0, 1)}
+    assert (snapshot["lag_refresh"]["refreshes"], snapshot["lag_refresh"]["failures"]) == (0, 0)
+    assert not [name for name, _ in got if name == "aiokafka_lite_partition_lag"]
+    said = [r.getMessage() for r in caplog.records if "no share lag" in r.getMessage()]
+    assert len(said) == 1, said
+    assert share_offsets.lag_not_available_note(0) in said[0]
