@@ -61,7 +61,7 @@ def require_tool(name: str, purpose: str) -> str:
 
 
 @contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -77,7 +77,7 @@ def kafka_jars(version: str, *, timeout: float = 900.0, progress: TextIO | None 
     target = root / f"kafka-{version}"
     if _is_complete(target, version):
         return target
-    with _file_lock(root / f"kafka-{version}.lock"):
+    with file_lock(root / f"kafka-{version}.lock"):
         if _is_complete(target, version):  # another process finished while we waited
             return target
         _download(version, target, timeout, sys.stderr if progress is None else progress)
@@ -105,7 +105,7 @@ def _download(version: str, target: Path, timeout: float, stream: TextIO) -> Non
                 f"-Dkafka.version={version}", "dependency:copy-dependencies",
                 f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
         progress.start(str(target))
-        returncode, timed_out, tail = _run_maven(argv, progress, timeout)
+        returncode, timed_out, tail = run_maven(argv, progress, timeout)
     missing = missing_jars(staging, version)
     progress.finish(ok=returncode == 0 and not missing)
     if returncode != 0 or missing:
@@ -115,10 +115,10 @@ def _download(version: str, target: Path, timeout: float, stream: TextIO) -> Non
             f"could not download Kafka {version} with Maven ({why}"
             f"{', missing ' + ', '.join(missing) if missing else ''}):\n{''.join(tail)[-3000:]}")
     (staging / _MARKER).write_text(version + "\n")
-    _replace(target, staging)
+    replace_directory(target, staging)
 
 
-def _run_maven(argv: list[str], progress: DownloadProgress, timeout: float) -> tuple[int, bool, list[str]]:
+def run_maven(argv: list[str], progress: DownloadProgress, timeout: float) -> tuple[int, bool, list[str]]:
     """Run Maven, feeding each output line to ``progress``: (exit code, whether it was killed for
     ``timeout``, its last lines other than per-file transfers, for an error report)."""
     tail: deque[str] = deque(maxlen=60)
@@ -148,7 +148,7 @@ def _run_maven(argv: list[str], progress: DownloadProgress, timeout: float) -> t
     return returncode, killed.is_set(), list(tail)
 
 
-def _replace(target: Path, staging: Path) -> None:
+def replace_directory(target: Path, staging: Path) -> None:
     """Put the fresh ``staging`` directory where ``target`` is (an older, incomplete cache or an
     interrupted download). The old one is renamed aside rather than deleted in place, so a JVM
     started from it earlier keeps its open jars while ``target`` is never a half-deleted mix."""

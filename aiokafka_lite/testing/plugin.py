@@ -32,6 +32,11 @@ Installed with ``pip install '.[testing]'`` in the aiokafka-lite clone it is loa
     client answers the cluster questions).
 ``mock_cluster`` (function)
     librdkafka's mock cluster (3 brokers) with error injection. Needs ``confluent-kafka``.
+``schema_registry`` (session)
+    Apicurio Registry 3.3.3 (``ApicurioRegistry``): a schema registry whose ``.url`` is its
+    Confluent-compatible API. Needs Java 21+ (``$AIOKAFKA_LITE_JAVA21_HOME``, ``$JAVA_HOME`` or
+    ``/usr/lib/jvm``; skipped without one) and ``mvn`` on first use (about 160 MB into the cache
+    above). Where it differs from Confluent's registry: ``aiokafka_lite.testing.schema_registry``.
 ``unique_topic`` / ``unique_group``
     Names unique to the test, so tests sharing a session broker do not see each other's data.
 ``kafka_consumer_settings`` (function)
@@ -177,6 +182,15 @@ def kafka_cluster() -> Iterator[Any]:
     from aiokafka_lite.testing.kafka_cluster import KafkaCluster
 
     yield from _started(KafkaCluster)
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[Any]:
+    """Apicurio Registry (``APICURIO_VERSION``) shared by the whole session (``ApicurioRegistry``):
+    skipped without Java 21+, failed when its download or start fails."""
+    from aiokafka_lite.testing.schema_registry import ApicurioRegistry
+
+    yield from _started(ApicurioRegistry)
 
 
 @pytest.fixture
