@@ -38,7 +38,7 @@ from aiokafka_lite.schema_registry.answers import (
     schema_version,
 )
 from aiokafka_lite.schema_registry.errors import SchemaRegistryClosedError
-from aiokafka_lite.schema_registry.transport import RegistryTransport, import_httpx
+from aiokafka_lite.schema_registry.transport import Attempts, RegistryTransport, import_httpx
 
 T = TypeVar("T")
 _ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
@@ -90,14 +90,14 @@ class SchemaRegistryClient:
             return cached
         deadline = asyncio.get_running_loop().time() + seconds
         lookup = self._lookups.get(schema_id)
-        if lookup is None:
+        if lookup is None or lookup.task.done():  # done: a failure whose callbacks have not run yet
             lookup = _Lookup(deadline)
             lookup.task = self._spawn(what, self._fetch_schema(schema_id, what, lookup))
             self._lookups[schema_id] = lookup
             lookup.task.add_done_callback(lambda _: self._lookups.pop(schema_id, None))
         else:  # the shared request retries for as long as its most patient caller waits
             lookup.deadline = max(lookup.deadline, deadline)
-        async with self._bounded(what, seconds):
+        async with self._bounded(what, seconds, lookup.attempts):
             return await asyncio.shield(lookup.task)  # leaving, a caller leaves the request to the others
 
     async def get_subjects(self, *, timeout: float | None = None) -> list[str]:
@@ -144,9 +144,11 @@ class SchemaRegistryClient:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-        await self._http.aclose()
+        try:
+            if tasks:
+                await asyncio.wait(tasks)
+        finally:  # cancelled while waiting for them: the connections are still closed
+            await self._http.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -162,12 +164,14 @@ class SchemaRegistryClient:
         seconds = self._seconds(timeout)
         self._check_open(what)
         deadline = asyncio.get_running_loop().time() + seconds
-        task = self._spawn(what, self._transport.request(method, path, what, lambda: deadline, body))
-        async with self._bounded(what, seconds):
+        attempts = Attempts()
+        task = self._spawn(what, self._transport.request(method, path, what, lambda: deadline, attempts, body))
+        async with self._bounded(what, seconds, attempts):
             return await task  # a caller cancelled (or out of time) cancels its own request
 
     async def _fetch_schema(self, schema_id: int, what: str, lookup: _Lookup) -> RegisteredSchema:
-        answer = await self._transport.request("GET", f"schemas/ids/{schema_id}", what, lambda: lookup.deadline)
+        answer = await self._transport.request("GET", f"schemas/ids/{schema_id}", what, lambda: lookup.deadline,
+                                               lookup.attempts)
         schema = schema_by_id(answer, schema_id)
         self._remember(schema)
         return schema
@@ -207,7 +211,9 @@ class SchemaRegistryClient:
             raise SchemaRegistryClosedError(f"{what}: the schema registry client is closed", url=self.url)
 
     @asynccontextmanager
-    async def _bounded(self, what: str, seconds: float) -> AsyncIterator[None]:
+    async def _bounded(self, what: str, seconds: float, attempts: Attempts) -> AsyncIterator[None]:
+        """The call's time limit. Lapsed after failed tries (the last one still under way), the
+        registry is unavailable, as when the retries stop for lack of time; else it is a timeout."""
         scope = asyncio.timeout(None if math.isinf(seconds) else seconds)
         try:
             async with scope:
@@ -215,6 +221,8 @@ class SchemaRegistryClient:
         except TimeoutError as exc:
             if not scope.expired():
                 raise
+            if attempts.last_failure is not None:
+                raise attempts.unavailable(what, self.url) from attempts.last_cause
             raise KafkaTimeoutError(f"{what}: no answer from the schema registry {self.url} within "
                                     f"{seconds:g} s") from exc
 
@@ -226,6 +234,7 @@ class _Lookup:
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
+        self.attempts = Attempts()
 
 
 def _forget(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]], None]:

@@ -51,6 +51,21 @@ class _Retriable(Exception):
     """One attempt failed in a way another attempt may not (connection, timeout, 429, 5xx)."""
 
 
+class Attempts:
+    """How one request's tries went so far: read by a caller whose time ran out, to tell a
+    registry that kept failing (unavailable) from one that was merely slow to answer (timeout)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last_failure: str | None = None
+        self.last_cause: BaseException | None = None
+
+    def unavailable(self, what: str, url: str) -> SchemaRegistryUnavailableError:
+        return SchemaRegistryUnavailableError(
+            f"{what}: schema registry {url} unavailable after {self.count} attempt{'s' if self.count != 1 else ''}; "
+            f"last: {self.last_failure}", url=url)
+
+
 class RegistryTransport:
     """Requests to one registry (``url``, the Confluent-compatible base) through ``http``."""
 
@@ -61,22 +76,20 @@ class RegistryTransport:
         self._streak = 0  # retriable failures in a row, across calls
         self._warned = False
 
-    async def request(self, method: str, path: str, what: str, deadline: Callable[[], float],
+    async def request(self, method: str, path: str, what: str, deadline: Callable[[], float], attempts: Attempts,
                       body: dict[str, Any] | None = None) -> Answer:
         """The decoded JSON answer of a 2xx; ``deadline()`` (loop time) says whether to retry again."""
         loop = asyncio.get_running_loop()
-        attempts = 0
         while True:
-            attempts += 1
+            attempts.count += 1
             try:
                 answer = await self._attempt(method, path, what, body)
             except _Retriable as failure:
-                pause = min(self._backoff * 2 ** (attempts - 1), self._backoff_max) * random.uniform(0.8, 1.0)
-                self._failed(what, failure, attempts)
+                attempts.last_failure, attempts.last_cause = str(failure), failure.__cause__
+                pause = min(self._backoff * 2 ** (attempts.count - 1), self._backoff_max) * random.uniform(0.8, 1.0)
+                self._failed(what, failure, attempts.count)
                 if loop.time() + pause >= deadline():
-                    raise SchemaRegistryUnavailableError(
-                        f"{what}: schema registry {self.url} unavailable after {attempts} "
-                        f"attempt{'s' if attempts != 1 else ''}; last: {failure}", url=self.url) from failure.__cause__
+                    raise attempts.unavailable(what, self.url) from failure.__cause__
                 await asyncio.sleep(pause)
                 continue
             self._reached()

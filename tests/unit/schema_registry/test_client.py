@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import math
 import socket
 import time
 from collections.abc import Callable
@@ -29,6 +30,8 @@ pytestmark = pytest.mark.asyncio
 
 
 def by_id(request: SeenRequest) -> Reply:
+    if "/versions/" in request.path:
+        return 200, {"subject": "s", "version": 3, "id": 30, "schema": "{}"}
     return schema_answer(int(request.path.rsplit("/", 1)[-1]))
 
 
@@ -309,3 +312,50 @@ async def test_a_bad_timeout_is_refused_before_any_request(timeout: float) -> No
             await client.get_version("s", 0)
     assert server.requests == []
 
+
+
+async def test_a_shared_failure_reaches_every_waiter_from_one_request() -> None:
+    answer = in_turn((404, {"error_code": 40403, "message": "Schema 4 not found."}))
+    async with scripted_registry(answer, delay=0.2) as server, client_of(server.url) as client:
+        outcomes = await asyncio.gather(*(client.get_schema(4) for _ in range(5)), return_exceptions=True)
+    assert all(isinstance(outcome, SchemaNotFoundError) for outcome in outcomes), outcomes
+    assert len(server.requests) == 1
+
+
+async def test_a_failure_no_caller_waits_for_any_more_is_not_left_unretrieved() -> None:
+    # The caller gives up; the shared request then fails. asyncio must not report "exception was
+    # never retrieved" (tests/conftest.py fails the test if it does).
+    answer = in_turn((404, {"error_code": 40403, "message": "gone"}))
+    async with scripted_registry(answer, delay=0.3) as server, client_of(server.url) as client:
+        with pytest.raises(KafkaTimeoutError):
+            await client.get_schema(4, timeout=0.05)
+        await server.wait_for_requests(1)
+        await asyncio.sleep(0.5)  # the answer arrives and the shared request fails, unwatched
+        with pytest.raises(SchemaNotFoundError):  # and the failure was not cached
+            await client.get_schema(4)
+    assert len(server.requests) == 2
+
+
+async def test_an_infinite_timeout_is_no_bound() -> None:
+    async with scripted_registry(by_id, delay=0.1) as server, client_of(server.url) as client:
+        assert (await client.get_schema(1, timeout=math.inf)).schema_id == 1
+        assert (await client.get_version("s", "latest", timeout=math.inf)).version == 3
+
+
+async def test_time_running_out_after_failures_is_unavailable_not_a_timeout() -> None:
+    # A 503, then no answer to the retry: the deadline falls during an attempt, after a failure.
+    failed_once: set[str] = set()
+
+    def answer(request: SeenRequest) -> Reply:
+        if request.path in failed_once:
+            return None
+        failed_once.add(request.path)
+        return 503, {"error_code": 50301, "message": "busy"}
+
+    async with scripted_registry(answer) as server, client_of(server.url) as client:
+        started = time.monotonic()
+        with pytest.raises(SchemaRegistryUnavailableError, match=r"after 2 attempts; last: HTTP 503 \(busy\)"):
+            await client.get_schema(2, timeout=1.0)
+        with pytest.raises(SchemaRegistryUnavailableError, match="listing the subjects"):
+            await client.get_subjects(timeout=1.0)
+    assert time.monotonic() - started < 2.5
