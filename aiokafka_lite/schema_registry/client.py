@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import math
 import ssl
 from collections import OrderedDict
@@ -94,7 +95,7 @@ class SchemaRegistryClient:
             lookup = _Lookup(deadline)
             lookup.task = self._spawn(what, self._fetch_schema(schema_id, what, lookup))
             self._lookups[schema_id] = lookup
-            lookup.task.add_done_callback(lambda _: self._lookups.pop(schema_id, None))
+            lookup.task.add_done_callback(functools.partial(self._lookup_done, schema_id, lookup))
         else:  # the shared request retries for as long as its most patient caller waits
             lookup.deadline = max(lookup.deadline, deadline)
         async with self._bounded(what, seconds, lookup.attempts):
@@ -175,6 +176,10 @@ class SchemaRegistryClient:
         schema = schema_by_id(answer, schema_id)
         self._remember(schema)
         return schema
+
+    def _lookup_done(self, schema_id: int, lookup: _Lookup, _task: asyncio.Task[RegisteredSchema]) -> None:
+        if self._lookups.get(schema_id) is lookup:  # not a newer lookup of the same id
+            del self._lookups[schema_id]
 
     def _spawn(self, what: str, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.get_running_loop().create_task(self._owned(what, work))
