@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 import uuid
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +24,8 @@ from aiokafka_lite.schema_registry import (
     SchemaRegistryUnavailableError,
     SchemaType,
 )
-from aiokafka_lite.testing._process import processes_in_group
-from aiokafka_lite.testing.schema_registry import ApicurioRegistry
+from aiokafka_lite.testing._process import BrokerStartError, BrokerUnavailable, processes_in_group
+from aiokafka_lite.testing.schema_registry import ApicurioRegistry, find_java21
 
 pytestmark = pytest.mark.asyncio
 
@@ -175,3 +176,28 @@ async def test_apicurio_deviations_still_hold(schema_registry: Any) -> None:
     assert await asyncio.to_thread(http_get, f"{schema_registry.url}/schemas/ids/abc") == (404, "")
     status, body = await asyncio.to_thread(http_get, f"{schema_registry.url}/subjects/{present}/versions/-1")
     assert (status, json.loads(body)["version"]) == (200, 1)
+
+
+def registry_processes() -> set[int]:
+    """Pids of running Apicurio Registry JVMs (their command line names quarkus-run.jar)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"quarkus-run.jar" in (entry / "cmdline").read_bytes():
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def test_a_start_that_times_out_leaves_no_process_behind() -> None:
+    try:
+        find_java21()
+    except BrokerUnavailable as exc:
+        pytest.skip(str(exc))
+    before = registry_processes()
+    registry = ApicurioRegistry(startup_timeout=0.5)
+    with pytest.raises(BrokerStartError, match="not ready after"):
+        await asyncio.to_thread(registry.start)
+    assert registry.pid is None
+    assert registry_processes() <= before
