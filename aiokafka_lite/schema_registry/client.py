@@ -7,9 +7,9 @@ Every request runs in such an owned task, so ``aclose()`` ends them all and each
 gets ``SchemaRegistryClosedError``. Retries and error mapping are in ``transport.py``, the answers'
 shapes in ``answers.py``.
 
-Timeouts: each method's ``timeout`` bounds the whole call, retries included; omitted (None) it is
-``request_timeout_ms``, ``math.inf`` is no bound (an explicit opt-in), NaN or a negative number is
-``InvalidArgumentError``. ``request_timeout_ms`` also bounds each HTTP request.
+Timeouts, as the consumers' (KIP-266): each method's ``timeout`` bounds the whole call, retries
+included; omitted it is ``request_timeout_ms``, None (or ``math.inf``) is no bound, NaN or a negative
+number is ``InvalidArgumentError``. ``request_timeout_ms`` also bounds each HTTP request.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any, Literal, Self, TypeVar
 from urllib.parse import quote, urlsplit
 
 from aiokafka_lite.errors import ConfigError, InvalidArgumentError, KafkaTimeoutError
+from aiokafka_lite.liveness.deadlines import DEFAULT, Timeout
 from aiokafka_lite.schema_registry.answers import (
     SCHEMA_TYPES,
     Answer,
@@ -78,7 +79,7 @@ class SchemaRegistryClient:
 
     # -- the API -----------------------------------------------------------------------------
 
-    async def get_schema(self, schema_id: int, *, timeout: float | None = None) -> RegisteredSchema:
+    async def get_schema(self, schema_id: int, *, timeout: Timeout = DEFAULT) -> RegisteredSchema:
         """The schema registered under ``schema_id`` (from the cache when it was seen before)."""
         if isinstance(schema_id, bool) or not isinstance(schema_id, int) or schema_id < 0:
             raise InvalidArgumentError(f"schema_id must be a non-negative int, not {schema_id!r}")
@@ -101,19 +102,19 @@ class SchemaRegistryClient:
         async with self._bounded(what, seconds, lookup.attempts):
             return await asyncio.shield(lookup.task)  # leaving, a caller leaves the request to the others
 
-    async def get_subjects(self, *, timeout: float | None = None) -> list[str]:
+    async def get_subjects(self, *, timeout: Timeout = DEFAULT) -> list[str]:
         """Every subject the registry has."""
         answer = await self._call("GET", "subjects", "listing the subjects", timeout)
         return answer.strings()
 
-    async def get_versions(self, subject: str, *, timeout: float | None = None) -> list[int]:
+    async def get_versions(self, subject: str, *, timeout: Timeout = DEFAULT) -> list[int]:
         """The version numbers registered under ``subject``."""
         answer = await self._call("GET", f"subjects/{_subject_path(subject)}/versions",
                                   f"listing the versions of subject {subject!r}", timeout)
         return answer.integers()
 
     async def get_version(self, subject: str, version: int | Literal["latest"], *,
-                          timeout: float | None = None) -> RegisteredSchema:
+                          timeout: Timeout = DEFAULT) -> RegisteredSchema:
         """The schema registered under ``subject`` as ``version`` (a number, or "latest")."""
         if version != "latest" and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
             raise InvalidArgumentError(f"version must be an int >= 1 or 'latest', not {version!r}")
@@ -125,7 +126,7 @@ class SchemaRegistryClient:
 
     async def register(self, subject: str, schema: str, schema_type: SchemaType = "AVRO",
                        references: Iterable[SchemaReference | tuple[str, str, int]] = (), *,
-                       timeout: float | None = None) -> int:
+                       timeout: Timeout = DEFAULT) -> int:
         """Register ``schema`` under ``subject``; its id (the existing one when it is registered
         already). For tests and tools: an application's consumer only reads."""
         if schema_type not in SCHEMA_TYPES:
@@ -160,7 +161,7 @@ class SchemaRegistryClient:
 
     # -- internals ---------------------------------------------------------------------------
 
-    async def _call(self, method: str, path: str, what: str, timeout: float | None,
+    async def _call(self, method: str, path: str, what: str, timeout: Timeout,
                     body: dict[str, Any] | None = None) -> Answer:
         seconds = self._seconds(timeout)
         self._check_open(what)
@@ -204,9 +205,12 @@ class SchemaRegistryClient:
         while len(self._cache) > self._cache_capacity:
             self._cache.popitem(last=False)
 
-    def _seconds(self, timeout: float | None) -> float:
-        if timeout is None:
+    def _seconds(self, timeout: Timeout) -> float:
+        """The call's bound in seconds: omitted, request_timeout_ms; None, no bound (inf)."""
+        if timeout is DEFAULT:
             return self._default_timeout
+        if timeout is None:
+            return math.inf
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
             raise InvalidArgumentError(f"timeout must be a non-negative number of seconds or None, not {timeout!r}")
         return float(timeout)

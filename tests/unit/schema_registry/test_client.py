@@ -336,10 +336,19 @@ async def test_a_failure_no_caller_waits_for_any_more_is_not_left_unretrieved() 
     assert len(server.requests) == 2
 
 
-async def test_an_infinite_timeout_is_no_bound() -> None:
-    async with scripted_registry(by_id, delay=0.1) as server, client_of(server.url) as client:
-        assert (await client.get_schema(1, timeout=math.inf)).schema_id == 1
-        assert (await client.get_version("s", "latest", timeout=math.inf)).version == 3
+@pytest.mark.parametrize("unbounded", [None, math.inf])
+async def test_none_or_an_infinite_timeout_is_no_bound(unbounded: float | None) -> None:
+    """As the consumers' calls: omitted, a call is bounded by request_timeout_ms (0.3 s here, less
+    than twelve busy answers and their backoffs); None (or inf) waits as long as the retries take."""
+    busy = (503, {"error_code": 50301, "message": "busy"})
+    async with scripted_registry(in_turn(*[busy] * 12, schema_answer(1))) as server, \
+            client_of(server.url, request_timeout_ms=300) as client:
+        with pytest.raises(SchemaRegistryUnavailableError):
+            await client.get_schema(1)
+    async with scripted_registry(in_turn(*[busy] * 12, schema_answer(1))) as server, \
+            client_of(server.url, request_timeout_ms=300) as client:
+        assert (await client.get_schema(1, timeout=unbounded)).schema_id == 1
+        assert len(server.requests) == 13
 
 
 async def test_time_running_out_after_failures_is_unavailable_not_a_timeout() -> None:
