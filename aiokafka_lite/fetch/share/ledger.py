@@ -125,7 +125,10 @@ class ShareAcknowledgements:
             self._renewals.setdefault(tp, set()).add(offset)  # still handed out: decided later
             return
         waiting.discard(offset)
-        self._decide(tp, {offset: kind})
+        self._decided.setdefault(tp, {})[offset] = kind  # _decide's, without a dict per record (the hot path)
+        renew = self._renewals.get(tp)
+        if renew:
+            renew.discard(offset)
 
     def acknowledge_all(self, records: Iterable[HandedOut], kind: AckType) -> int:
         """``acknowledge`` for many handed-out records at once (accept, release or reject), by
