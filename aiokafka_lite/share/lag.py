@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._net.failure_log import FailureLog
 from ..errors import KafkaError, UnsupportedVersionError
 from ..group.share.offsets import LAG_VERSION, lag_not_available_note, start_offsets
+from ..group.tasks import Wakeup
 from ..liveness.closing import cancel
 from ..structs import TopicPartition
 
@@ -44,7 +46,7 @@ class ShareLag:
         self._assignment: Assignment = lambda: ()
         self._lag: dict[TopicPartition, int | None] = {}
         self._refreshed_at: float | None = None  # monotonic
-        self._changed = asyncio.Event()
+        self._wakeup = Wakeup()  # poked when the assignment changes
         self._task: asyncio.Task[None] | None = None
 
     def start(self, cluster: Cluster, assignment: Assignment) -> None:
@@ -57,7 +59,7 @@ class ShareLag:
         """Forget the partitions no longer assigned; wake the task if it waits for an assignment."""
         assigned = set(self._assignment())
         self._lag = {tp: lag for tp, lag in self._lag.items() if tp in assigned}
-        self._changed.set()
+        self._wakeup.poke()
 
     async def stop(self) -> None:
         """Cancel and await the task. Idempotent."""
@@ -77,13 +79,12 @@ class ShareLag:
         loop = asyncio.get_running_loop()
         last: float | None = None
         while True:
-            self._changed.clear()
             if not set(self._assignment()):
-                await self._changed.wait()
+                await self._wakeup.sleep(math.inf)
                 continue
             wait = 0.0 if last is None else last + self.interval - loop.time()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self._wakeup.sleep(wait)
                 continue
             last = loop.time()
             if not await self._refresh(cluster):
