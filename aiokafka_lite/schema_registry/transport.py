@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from aiokafka_lite._net.backoff import Backoff
 from aiokafka_lite.schema_registry.answers import Answer
 from aiokafka_lite.schema_registry.errors import (
     InvalidSchemaError,
@@ -80,13 +80,15 @@ class RegistryTransport:
                       body: dict[str, Any] | None = None) -> Answer:
         """The decoded JSON answer of a 2xx; ``deadline()`` (loop time) says whether to retry again."""
         loop = asyncio.get_running_loop()
+        backoff = Backoff(self._backoff, self._backoff_max)  # the consumer's retry_backoff_ms rules
         while True:
             attempts.count += 1
             try:
                 answer = await self._attempt(method, path, what, body)
             except _Retriable as failure:
                 attempts.last_failure, attempts.last_cause = str(failure), failure.__cause__
-                pause = min(self._backoff * 2 ** (attempts.count - 1), self._backoff_max) * random.uniform(0.8, 1.0)
+                backoff.failed(loop.time())
+                pause = backoff.delay()
                 self._failed(what, failure, attempts.count)
                 if loop.time() + pause >= deadline():
                     raise attempts.unavailable(what, self.url) from failure.__cause__
