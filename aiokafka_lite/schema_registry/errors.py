@@ -39,3 +39,26 @@ class InvalidSchemaError(SchemaRegistryError):
 
 class WireFormatError(SchemaRegistryError, ValueError):
     """A framed value is not in Confluent's wire format (magic byte, schema id, message indexes)."""
+
+
+class SchemaNotPreparedError(SchemaRegistryError):
+    """A deserializer was called (synchronously) with a schema id it has not prepared: ``await
+    deserializer.prepare(schema_id)`` first. ``schema_id`` is the id the value named."""
+
+    def __init__(self, message: str, *, schema_id: int) -> None:
+        super().__init__(message)
+        self.schema_id = schema_id
+
+
+class SchemaDeserializationError(SchemaRegistryError):
+    """A value, or the schema it names, could not be decoded: the payload does not match the schema,
+    the schema cannot be parsed, or is of another type than the deserializer reads. ``schema_id`` is
+    the id; the cause, when there is one, is chained."""
+
+    def __init__(self, message: str, *, schema_id: int) -> None:
+        super().__init__(message)
+        self.schema_id = schema_id
+
+
+class MessageTypeMismatchError(SchemaDeserializationError):
+    """A Protobuf value's message indexes point at another message than the deserializer's class."""

@@ -1,0 +1,97 @@
+"""``AvroDeserializer``: Avro values framed in Confluent's wire format, decoded with ``fastavro``.
+
+The writer's schema is the registry's (by the id in the value); an optional reader schema gives
+the application's view, fastavro resolving one into the other as the Avro spec says (fields added
+with defaults, fields dropped, promotions). References (named types defined under other subjects)
+are looked up with ``get_version(subject, version)``, depth first, and handed to fastavro as named
+schemas. Needs the ``aiokafka-lite[schema-registry]`` extra (fastavro), imported when one is made.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from aiokafka_lite.schema_registry import wire
+from aiokafka_lite.schema_registry.answers import RegisteredSchema, SchemaReference, SchemaType
+from aiokafka_lite.schema_registry.client import SchemaRegistryClient
+from aiokafka_lite.schema_registry.deserializers import Deadline, SchemaDeserializer, failed
+from aiokafka_lite.schema_registry.errors import SchemaDeserializationError
+
+# A chain of references deeper than this is taken for a cycle the registry let through.
+_MAX_REFERENCE_DEPTH = 32
+
+
+def import_fastavro() -> Any:
+    """fastavro, imported only when a deserializer is made, so the package imports without it."""
+    try:
+        import fastavro
+    except ImportError as exc:
+        raise ImportError("the Avro deserializer needs fastavro, the extra aiokafka-lite[schema-registry]: "
+                          "pip install '.[schema-registry]' in the aiokafka-lite clone") from exc
+    return fastavro
+
+
+class AvroDeserializer(SchemaDeserializer[Any]):
+    """Avro values as Python objects (records as dicts). ``reader_schema`` (JSON text or a parsed
+    schema) is the shape the application reads; omitted, values come in the writer's shape."""
+
+    schema_type: SchemaType = "AVRO"
+
+    def __init__(self, client: SchemaRegistryClient, *, reader_schema: str | dict[str, Any] | None = None,
+                 cache_capacity: int = 1000) -> None:
+        super().__init__(client, cache_capacity=cache_capacity)
+        self._fastavro = import_fastavro()
+        self._reader: Any = None
+        if reader_schema is not None:
+            try:
+                text = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
+                self._reader = self._fastavro.parse_schema(text)
+            except Exception as exc:  # a bad reader schema is the application's: say so at once
+                raise ValueError(f"reader_schema is not a valid Avro schema: {exc}") from exc
+
+    async def _compile(self, registered: RegisteredSchema, deadline: Deadline) -> Any:
+        named: dict[str, Any] = {}
+        await self._add_references(registered.schema_id, registered.references, named, deadline, set(), 0)
+        # A reader the writer cannot be resolved into fails on decoding (fastavro resolves then).
+        return self._parse(registered.schema_id, registered.schema, named, "the writer schema")
+
+    async def _add_references(self, schema_id: int, references: list[SchemaReference], named: dict[str, Any],
+                              deadline: Deadline, seen: set[tuple[str, int]], depth: int) -> None:
+        """Parse each reference (its own references first) into ``named``, fastavro's named types."""
+        if depth > _MAX_REFERENCE_DEPTH:
+            raise SchemaDeserializationError(f"schema id {schema_id}: references nest deeper than "
+                                             f"{_MAX_REFERENCE_DEPTH} levels (a cycle?)", schema_id=schema_id)
+        for reference in references:
+            key = (reference.subject, reference.version)
+            if key in seen:
+                continue
+            seen.add(key)
+            found = await self.client.get_version(reference.subject, reference.version, timeout=deadline.left())
+            if found.schema_type != "AVRO":
+                raise SchemaDeserializationError(
+                    f"schema id {schema_id}: reference {reference.name!r} ({reference.subject} version "
+                    f"{reference.version}) is a {found.schema_type} schema, not Avro", schema_id=schema_id)
+            await self._add_references(schema_id, found.references, named, deadline, seen, depth + 1)
+            self._parse(schema_id, found.schema, named,
+                        f"reference {reference.name!r} ({reference.subject} version {reference.version})")
+
+    def _parse(self, schema_id: int, text: str, named: dict[str, Any], what: str) -> Any:
+        try:
+            return self._fastavro.parse_schema(json.loads(text), named_schemas=named)
+        except Exception as exc:
+            raise failed(schema_id, f"cannot parse {what} as Avro", exc) from exc
+
+    def _decode(self, compiled: Any, schema_id: int, data: bytes) -> Any:
+        payload = wire.parse(data)[1]
+        stream = io.BytesIO(payload)
+        try:
+            value = self._fastavro.schemaless_reader(stream, compiled, self._reader)
+        except Exception as exc:  # fastavro raises what its decoding hit (EOFError, ValueError, ...)
+            raise failed(schema_id, "the Avro payload does not match the schema", exc) from exc
+        left = len(payload) - stream.tell()
+        if left:  # Avro has no framing of its own: bytes past the value mean it was not this schema's
+            raise SchemaDeserializationError(f"schema id {schema_id}: {left} bytes left over after the Avro "
+                                             f"value: the payload does not match the schema", schema_id=schema_id)
+        return value
