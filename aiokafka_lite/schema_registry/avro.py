@@ -13,6 +13,7 @@ import io
 import json
 from typing import Any
 
+from aiokafka_lite.errors import InvalidArgumentError
 from aiokafka_lite.schema_registry import wire
 from aiokafka_lite.schema_registry.answers import RegisteredSchema, SchemaReference, SchemaType
 from aiokafka_lite.schema_registry.client import SchemaRegistryClient
@@ -49,7 +50,7 @@ class AvroDeserializer(SchemaDeserializer[Any]):
                 text = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
                 self._reader = self._fastavro.parse_schema(text)
             except Exception as exc:  # a bad reader schema is the application's: say so at once
-                raise ValueError(f"reader_schema is not a valid Avro schema: {exc}") from exc
+                raise InvalidArgumentError(f"reader_schema is not a valid Avro schema: {exc}") from exc
 
     async def _compile(self, registered: RegisteredSchema, deadline: Deadline) -> Any:
         named: dict[str, Any] = {}
