@@ -84,7 +84,7 @@ class SchemaRegistryClient:
         if isinstance(schema_id, bool) or not isinstance(schema_id, int) or schema_id < 0:
             raise InvalidArgumentError(f"schema_id must be a non-negative int, not {schema_id!r}")
         what = f"looking up schema id {schema_id}"
-        seconds = self._seconds(timeout)
+        seconds = self.time_limit(timeout)
         self._check_open(what)
         cached = self._cache.get(schema_id)
         if cached is not None:
@@ -163,7 +163,7 @@ class SchemaRegistryClient:
 
     async def _call(self, method: str, path: str, what: str, timeout: Timeout,
                     body: dict[str, Any] | None = None) -> Answer:
-        seconds = self._seconds(timeout)
+        seconds = self.time_limit(timeout)
         self._check_open(what)
         deadline = asyncio.get_running_loop().time() + seconds
         attempts = Attempts()
@@ -205,8 +205,10 @@ class SchemaRegistryClient:
         while len(self._cache) > self._cache_capacity:
             self._cache.popitem(last=False)
 
-    def _seconds(self, timeout: Timeout) -> float:
-        """The call's bound in seconds: omitted, request_timeout_ms; None, no bound (inf)."""
+    def time_limit(self, timeout: Timeout) -> float:
+        """A call's bound in seconds under this client's rules: omitted, request_timeout_ms; None,
+        no bound (inf); NaN or negative, InvalidArgumentError. For callers that share one limit
+        among several calls."""
         if timeout is DEFAULT:
             return self._default_timeout
         if timeout is None:

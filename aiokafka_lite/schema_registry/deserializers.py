@@ -29,8 +29,7 @@ class Deadline:
     """One prepare()'s time, shared by the several lookups it may make (Avro's references)."""
 
     def __init__(self, client: SchemaRegistryClient, timeout: Timeout) -> None:
-        # The client's own rules (omitted: request_timeout_ms, None: no bound, else checked).
-        self.seconds = client._seconds(timeout)
+        self.seconds = client.time_limit(timeout)
         self._end = asyncio.get_running_loop().time() + self.seconds
 
     def left(self) -> float | None:
