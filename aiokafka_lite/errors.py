@@ -96,6 +96,23 @@ class RecordDeserializationError(KafkaError):
         self.__cause__ = cause
 
 
+class DeserializerNotReadyError(KafkaError):
+    """Raised by a key or value deserializer that cannot decode a record before some I/O is done
+    (a schema registry deserializer meeting a schema id it has not looked up yet).
+
+    poll() does not hand that record out, nor count it a poison record: the records before it are
+    handed out, and before handing out more poll() awaits ``prepare(timeout)`` (within the time
+    poll() has left), then calls the deserializer on the record again. An error ``prepare()``
+    raises ends that poll() with the record still next (``KafkaTimeoutError`` ends it empty, as a
+    poll() timeout does). A record that can never be decoded is for the deserializer to raise on
+    when called again: then it is a poison record (``RecordDeserializationError``).
+    """
+
+    async def prepare(self, timeout: float) -> None:
+        """Do the I/O the record needs, within ``timeout`` seconds."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how to prepare")
+
+
 class UnsupportedCodecError(KafkaError):
     """A record batch uses a compression codec this client cannot decode."""
 

@@ -291,10 +291,10 @@ class Consumer:
         with self.observers.poll() as seen:
             try:
                 with closed_not_cancelled(self._is_closed, "poll()"):
-                    async with asyncio.timeout(limit_s):
+                    async with asyncio.timeout(limit_s) as scope:
                         await self._finish_unsubscribe()  # the leave goes out before any rejoin
                         await self._ready()  # connecting counts against this poll's timeout too
-                        return seen.got(await poll_once(self._parts, limit))
+                        return seen.got(await poll_once(self._parts, limit, scope.when()))
             except TimeoutError:
                 return ConsumerRecords()
             finally:

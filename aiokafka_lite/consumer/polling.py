@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
+from ..liveness.deadlines import prepare_deserializer
 from ..structs import ConsumerRecords, OffsetAndMetadata, TopicPartition
 from ..subscription import SubscriptionType
 from .poll_steps import PollPresence, Start
@@ -55,8 +56,9 @@ class PollParts(Protocol):
     async def refresh_pattern(self) -> bool: ...
 
 
-async def poll_once(parts: PollParts, max_records: int) -> ConsumerRecords:
-    """Loop until records arrive; the caller's asyncio.timeout ends it with an empty result."""
+async def poll_once(parts: PollParts, max_records: int, deadline: float | None) -> ConsumerRecords:
+    """Loop until records arrive; the caller's asyncio.timeout (ending at ``deadline``, loop time;
+    None: no limit) ends it with an empty result."""
     fetcher = parts.fetcher
     sub = parts.subscription_state()
     while True:
@@ -75,12 +77,16 @@ async def poll_once(parts: PollParts, max_records: int) -> ConsumerRecords:
             await parts.poll_step("positions", lambda: update_positions(parts, None))
         if metadata_refresh_due(parts):
             await parts.poll_step("metadata", lambda: refresh_metadata(parts))
+        not_ready = fetcher.take_not_ready()  # left by this poll()'s last hand-out, or the last poll()'s
+        if not_ready is not None:
+            await prepare_deserializer(not_ready, deadline)
         records = fetcher.fetched_records(max_records)
         moved = fetcher.next_offsets()
         fetcher.send_fetches()  # keep the next fetch in flight while the caller works
         if records or moved:  # a position moved past markers alone is news too (KIP-1094)
             return ConsumerRecords(records, moved)
-        await fetcher.wait_for_data(_wait_slice(parts.config))
+        if not fetcher.not_ready_pending():
+            await fetcher.wait_for_data(_wait_slice(parts.config))
 
 
 async def _member_turn(parts: PollParts, member: GroupMember) -> None:

@@ -15,10 +15,11 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from ..errors import KafkaError, RecordDeserializationError
+from ..errors import DeserializerNotReadyError, KafkaError, RecordDeserializationError
+from ..protocol.records.columns import BadRecord, RecordColumns
 from ..structs import OffsetAndMetadata, TopicPartition
-from ..subscription import SubscriptionState
-from .completed import NO_RECORDS, CompletedFetch, Converted, Records, poisoned
+from ..subscription import PartitionState, SubscriptionState
+from .completed import NO_RECORDS, CompletedFetch, Converted, Records, poisoned, stop_at
 from .log_truncation import check_divergence
 
 
@@ -40,6 +41,9 @@ class FetchBuffer:
         self._data_ready = asyncio.Event()
         # Where the last fetched_records() call moved each partition's position (KIP-1094).
         self._moved: dict[TopicPartition, OffsetAndMetadata] = {}
+        # A deserializer that must do I/O before it can decode a partition's next record: the poll
+        # path awaits its prepare() before the next hand-out (DeserializerNotReadyError).
+        self._not_ready: DeserializerNotReadyError | None = None
         # metrics(): records handed out, and the bytes (as fetched) of the data wholly handed out.
         # Counted once per hand-out and per partition's data, never per record.
         self.records_consumed = 0
@@ -135,6 +139,9 @@ class FetchBuffer:
             if records:
                 out[tp] = records
                 left -= len(records)
+            if self._not_ready is not None:
+                break  # the next partitions likely need the same preparation: it goes first
+            if records:
                 cf = self._completed.get(tp)
                 if cf is not None and cf.poison is not None:
                     break  # stopped before a record that fails to deserialize: the next call raises
@@ -146,6 +153,15 @@ class FetchBuffer:
     def next_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """Where the last fetched_records() call moved each partition's position."""
         return dict(self._moved)
+
+    def take_not_ready(self) -> DeserializerNotReadyError | None:
+        """The deserializer's error that stopped the last hand-out (once): its prepare() is due
+        before the next."""
+        not_ready, self._not_ready = self._not_ready, None
+        return not_ready
+
+    def not_ready_pending(self) -> bool:
+        return self._not_ready is not None
 
     def _drain(self, cf: CompletedFetch, limit: int) -> Records:
         state = cf.current_state(self._subscription.assignment)
@@ -177,6 +193,8 @@ class FetchBuffer:
             raise
         if chunk and self._convert is not None:
             chunk, bad = self._convert(chunk)
+            if bad is not None and isinstance(bad[1].cause, DeserializerNotReadyError):
+                return self._stop_not_ready(cf, state, start, chunk, *bad)
             if bad is not None:
                 chunk = poisoned(cf, state, chunk, *bad)
                 self._moved[cf.tp] = OffsetAndMetadata(cf.position, "", state.leader_epoch)
@@ -195,6 +213,20 @@ class FetchBuffer:
                     f"the record batch at offset {cf.position} of {cf.tp.topic}-{cf.tp.partition} is "
                     f"larger than max_partition_fetch_bytes={self._partition_max_bytes}; raise it")
         return chunk
+
+    def _stop_not_ready(self, cf: CompletedFetch, state: PartitionState, start: int, good: Records,
+                        columns: RecordColumns, bad: BadRecord) -> Records:
+        """Not a poison record: the records before it go out, and it comes after its deserializer's
+        prepare(). This data is dropped from it on and fetched again (a new schema's first record
+        is rare; the taken records cannot be put back)."""
+        assert isinstance(bad.cause, DeserializerNotReadyError)
+        self._not_ready = bad.cause
+        stop_at(cf, state, good, columns[bad.row])
+        if cf.position != start:
+            self._moved[cf.tp] = OffsetAndMetadata(cf.position, "", state.leader_epoch)
+        del self._completed[cf.tp]
+        self._next.pop(cf.tp, None)  # it continued the dropped data
+        return good
 
     def _finish(self, tp: TopicPartition) -> None:
         """The current data of ``tp`` is done with: the data fetched ahead, if any, takes its place."""

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import RecordDeserializationError
 from ..protocol.records.columns import BadRecord, RecordChunks, RecordColumns
 from ..protocol.records.decode import PartitionRecords
-from ..structs import TopicPartition
+from ..structs import ConsumerRecord, TopicPartition
 from ..subscription import PartitionState
 
 Deserializer = Callable[[bytes | None], Any]
@@ -74,18 +74,23 @@ def poisoned(cf: CompletedFetch, state: PartitionState, good: Records, columns: 
     stops on that one, and its error is kept to be raised by every hand-out until a seek moves
     the partition."""
     raw = columns[bad.row]  # as the broker sent it: the keys and values are still bytes there
-    # As when records are handed out: the epoch of the batch the position comes after.
-    epoch = good.chunks[-1].leader_epoch if good else raw.leader_epoch if raw.offset > cf.position else None
-    if epoch is not None:
-        state.leader_epoch = epoch
-    state.position = cf.position = raw.offset
-    cf.data_end = None  # no fetching ahead of a partition that cannot go on
+    stop_at(cf, state, good, raw)
     cf.poison = RecordDeserializationError(
         cf.tp, raw.offset, bad.origin, raw.key, raw.value, raw.timestamp, raw.timestamp_type,
         raw.headers, raw.leader_epoch, bad.cause)
     if not good:
         raise cf.poison
     return good
+
+
+def stop_at(cf: CompletedFetch, state: PartitionState, good: Records, raw: ConsumerRecord) -> None:
+    """The position stops on ``raw``, a record not handed out, after ``good``, those that were."""
+    # As when records are handed out: the epoch of the batch the position comes after.
+    epoch = good.chunks[-1].leader_epoch if good else raw.leader_epoch if raw.offset > cf.position else None
+    if epoch is not None:
+        state.leader_epoch = epoch
+    state.position = cf.position = raw.offset
+    cf.data_end = None  # no fetching ahead of a partition that cannot go on
 
 
 def converter(key_deserializer: Deserializer | None,

@@ -30,7 +30,7 @@ from typing import Any
 
 from .._net.backoff import Backoff
 from .._net.failure_log import FailureLog
-from ..errors import BrokerError
+from ..errors import BrokerError, DeserializerNotReadyError
 from ..protocol.messages import FETCH
 from ..structs import OffsetAndMetadata, TopicPartition
 from ..subscription import SubscriptionState
@@ -370,6 +370,15 @@ class Fetcher:
     def next_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """For each partition the last fetched_records() moved, its new position (KIP-1094)."""
         return self._buffer.next_offsets()
+
+    def take_not_ready(self) -> DeserializerNotReadyError | None:
+        """A deserializer that stopped the last hand-out before a record it must prepare for
+        (DeserializerNotReadyError), once: await its prepare() before the next hand-out."""
+        return self._buffer.take_not_ready()
+
+    def not_ready_pending(self) -> bool:
+        """Whether the last hand-out stopped before a record its deserializer must prepare for."""
+        return self._buffer.not_ready_pending()
 
     def wake(self) -> None:
         """End a wait_for_data() early: the poll path has something else to do (e.g. rejoin)."""

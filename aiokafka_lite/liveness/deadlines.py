@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ..config import INT64_MAX, ConsumerConfig
-from ..errors import ConsumerClosedError, InvalidArgumentError, KafkaTimeoutError
+from ..errors import ConsumerClosedError, DeserializerNotReadyError, InvalidArgumentError, KafkaTimeoutError
 
 T = TypeVar("T")
 K = TypeVar("K")
 V = TypeVar("V")
 
 MAX_TIMEOUT = INT64_MAX / 1000  # seconds; above it, a timeout means no limit
+_PREPARE_MARGIN = 0.05  # seconds: a deserializer's preparation ends this much before its poll()
 
 
 class _Default:
@@ -98,3 +100,12 @@ async def merge_within(tasks: Sequence[asyncio.Future[dict[K, V]]], timeout: flo
 
 def _never() -> bool:
     return False
+
+
+async def prepare_deserializer(not_ready: DeserializerNotReadyError, deadline: float | None) -> None:
+    """Await a deserializer's preparation (a schema lookup) within the time its poll() has left
+    (until ``deadline``, loop time; None: no limit). Its own limit ends a little before the poll()'s, so that it
+    says what happened: a registry that failed (its error, raised by poll()) is not one that is
+    slow (KafkaTimeoutError, which poll() takes for its own timeout: empty)."""
+    left = math.inf if deadline is None else deadline - asyncio.get_running_loop().time()
+    await not_ready.prepare(max(0.0, left - min(_PREPARE_MARGIN, left / 10)))

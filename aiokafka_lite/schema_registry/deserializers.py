@@ -10,6 +10,7 @@ does both, for code outside poll(). Compiled schemas are kept by id in a bounded
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -20,7 +21,12 @@ from aiokafka_lite.liveness.deadlines import DEFAULT, Timeout
 from aiokafka_lite.schema_registry import wire
 from aiokafka_lite.schema_registry.answers import RegisteredSchema, SchemaType
 from aiokafka_lite.schema_registry.client import SchemaRegistryClient
-from aiokafka_lite.schema_registry.errors import SchemaDeserializationError, SchemaNotPreparedError
+from aiokafka_lite.schema_registry.errors import (
+    InvalidSchemaError,
+    SchemaDeserializationError,
+    SchemaNotFoundError,
+    SchemaNotPreparedError,
+)
 
 Compiled = TypeVar("Compiled")
 
@@ -53,6 +59,8 @@ class SchemaDeserializer(ABC, Generic[Compiled]):
             raise ConfigError(f"cache_capacity={cache_capacity!r}: must be an int >= 1")
         self.client = client
         self._compiled: OrderedDict[int, Compiled] = OrderedDict()
+        # A poll()'s preparation that failed for the value's own sake, raised once by the next call.
+        self._failures: dict[int, Exception] = {}
         self._capacity = cache_capacity
 
     def schema_id_of(self, data: bytes | bytearray | memoryview) -> int:
@@ -87,11 +95,27 @@ class SchemaDeserializer(ABC, Generic[Compiled]):
             return None
         schema_id = self.schema_id_of(data)
         if schema_id not in self._compiled:  # not .get(): None is a compiled form (nothing to compile)
+            failure = self._failures.pop(schema_id, None)
+            if failure is not None:  # found by a poll()'s preparation: this value is a poison record
+                raise failure
             raise SchemaNotPreparedError(
                 f"schema id {schema_id} is not prepared: await prepare({schema_id}) before decoding "
-                f"its values synchronously", schema_id=schema_id)
+                f"its values synchronously", schema_id=schema_id,
+                preparer=functools.partial(self._prepare_for_poll, schema_id))
         self._compiled.move_to_end(schema_id)
         return self._decode(self._compiled[schema_id], schema_id, data)
+
+    async def _prepare_for_poll(self, schema_id: int, timeout: float) -> None:
+        """prepare() for a consumer's poll(): a failure that is the value's (an id the registry
+        does not know, a schema that does not compile or is of another type) is kept for the next
+        call on that id to raise, so that poll() makes the record a poison record; a failure that is
+        the registry's (unavailable, closed, out of time) is raised for poll() to raise."""
+        try:
+            await self.prepare(schema_id, timeout=None if math.isinf(timeout) else timeout)
+        except (SchemaNotFoundError, InvalidSchemaError, SchemaDeserializationError) as exc:
+            self._failures[schema_id] = exc
+            if len(self._failures) > self._capacity:  # ids whose records were not handed out again
+                del self._failures[next(iter(self._failures))]
 
     async def deserialize(self, data: bytes | None, *, timeout: Timeout = DEFAULT) -> Any:
         """``prepare()`` then decode: for code that reads values outside a consumer's poll()."""

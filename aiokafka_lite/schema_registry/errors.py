@@ -6,7 +6,9 @@ other awaitable of the library does (shared/DESIGN.md).
 
 from __future__ import annotations
 
-from aiokafka_lite.errors import KafkaError
+from collections.abc import Awaitable, Callable
+
+from aiokafka_lite.errors import DeserializerNotReadyError, KafkaError
 
 
 class SchemaRegistryError(KafkaError):
@@ -41,13 +43,21 @@ class WireFormatError(SchemaRegistryError, ValueError):
     """A framed value is not in Confluent's wire format (magic byte, schema id, message indexes)."""
 
 
-class SchemaNotPreparedError(SchemaRegistryError):
+class SchemaNotPreparedError(SchemaRegistryError, DeserializerNotReadyError):
     """A deserializer was called (synchronously) with a schema id it has not prepared: ``await
-    deserializer.prepare(schema_id)`` first. ``schema_id`` is the id the value named."""
+    deserializer.prepare(schema_id)`` first. ``schema_id`` is the id the value named. A consumer's
+    poll() does that itself: it awaits this error's ``prepare()`` (DeserializerNotReadyError)."""
 
-    def __init__(self, message: str, *, schema_id: int) -> None:
+    def __init__(self, message: str, *, schema_id: int,
+                 preparer: Callable[[float], Awaitable[None]] | None = None) -> None:
         super().__init__(message)
         self.schema_id = schema_id
+        self._preparer = preparer
+
+    async def prepare(self, timeout: float) -> None:
+        if self._preparer is None:
+            raise NotImplementedError("this error was raised without a deserializer to prepare")
+        await self._preparer(timeout)
 
 
 class SchemaDeserializationError(SchemaRegistryError):

@@ -19,6 +19,7 @@ from .._net.cluster import Cluster
 from ..config import ConsumerConfig
 from ..errors import (
     ConsumerClosedError,
+    DeserializerNotReadyError,
     IllegalStateError,
     InvalidArgumentError,
     InvalidRecordStateError,
@@ -30,7 +31,15 @@ from ..fetch.share.records import ShareRecord
 from ..group.share.member import ShareMember
 from ..group.share.state import State
 from ..liveness.closing import Closing, cancel
-from ..liveness.deadlines import DEFAULT, Timeout, bounded, check_timeout, closed_not_cancelled, resolve_timeout
+from ..liveness.deadlines import (
+    DEFAULT,
+    Timeout,
+    bounded,
+    check_timeout,
+    closed_not_cancelled,
+    prepare_deserializer,
+    resolve_timeout,
+)
 from ..structs import TopicPartition
 from .acks import AckCounts, Acknowledging, Renewing, ack_type_of, deserialize
 from .held import HeldRecords
@@ -81,6 +90,7 @@ class ShareConsumer:
         self.counts = AckCounts()
         self._polls = 0
         self._deserialization_error: KafkaError | None = None
+        self._not_ready: DeserializerNotReadyError | None = None  # a deserializer to prepare (a schema lookup)
         topic_list = list(topics)
         if topic_list:
             self.subscribe(topic_list)
@@ -257,10 +267,10 @@ class ShareConsumer:
         self._polls += 1
         try:
             with closed_not_cancelled(self._is_closed, "poll()"):
-                async with asyncio.timeout(limit_s):
+                async with asyncio.timeout(limit_s) as scope:
                     member, fetcher = await self._ready()
                     return self._poll_once(member, fetcher, task, limit) or await self._wait_for_records(
-                        member, fetcher, task, limit)
+                        member, fetcher, task, limit, scope.when())
         except TimeoutError:
             return []
 
@@ -274,9 +284,13 @@ class ShareConsumer:
         self._decide(held, AckType.ACCEPT)
 
     async def _wait_for_records(self, member: ShareMember, fetcher: ShareFetcher, task: Any,
-                                limit: int) -> list[ShareRecord]:
+                                limit: int, deadline: float | None) -> list[ShareRecord]:
         while True:
-            await fetcher.wait_for_data(_WAKE_EVERY)
+            not_ready, self._not_ready = self._not_ready, None
+            if not_ready is not None:
+                await prepare_deserializer(not_ready, deadline)
+            else:
+                await fetcher.wait_for_data(_WAKE_EVERY)
             self._check_open()
             records = self._poll_once(member, fetcher, task, limit)
             if records:
@@ -300,6 +314,12 @@ class ShareConsumer:
         self._held.hand_out(task, good)
         self.counts.handed(good)
         if error is None or bad is None:
+            return good
+        if isinstance(error.__cause__, DeserializerNotReadyError):
+            # Not a bad record: it and those behind it stay acquired and go first once the
+            # deserializer is prepared (a poll() awaits that when it has nothing else to hand out).
+            self._kept.keep([bad, *behind])
+            self._not_ready = error.__cause__
             return good
         # The bad record alone is released: the ones behind it stay acquired, their delivery counts
         # untouched, and go first at the poll after the error's (any task's).

@@ -10,8 +10,15 @@ import time
 
 import pytest
 
-from aiokafka_lite.errors import ConfigError, InvalidArgumentError, KafkaTimeoutError
-from aiokafka_lite.schema_registry import AvroDeserializer, JsonSchemaDeserializer, SchemaRegistryClient
+from aiokafka_lite.errors import ConfigError, DeserializerNotReadyError, InvalidArgumentError, KafkaTimeoutError
+from aiokafka_lite.schema_registry import (
+    AvroDeserializer,
+    JsonSchemaDeserializer,
+    SchemaNotFoundError,
+    SchemaNotPreparedError,
+    SchemaRegistryClient,
+    SchemaRegistryUnavailableError,
+)
 from aiokafka_lite.schema_registry.wire import frame
 from tests.unit.schema_registry.registry_schemas import registry_of, schema_body
 from tests.unit.schema_registry.scripted_registry import Reply, SeenRequest, scripted_registry
@@ -65,3 +72,33 @@ async def test_a_bad_reader_schema_is_refused_at_once() -> None:
         with pytest.raises(InvalidArgumentError, match="reader_schema is not a valid Avro schema"):
             AvroDeserializer(client, reader_schema=json.dumps({"type": "no-such-type"}))
     assert server.requests == []
+
+
+async def test_in_a_poll_a_value_the_registry_cannot_give_a_schema_for_becomes_a_poison_record() -> None:
+    """What poll() does with the SchemaNotPreparedError a call raises (DeserializerNotReadyError):
+    awaits its prepare(). An id the registry does not know is the value's fault: prepare() ends
+    quietly and the next call on that id raises the registry's answer, once, so that poll() makes the
+    record a poison record; a registry that cannot be reached is raised by prepare() itself."""
+    async with scripted_registry(registry_of(SCHEMAS)) as server, SchemaRegistryClient(server.url) as client:
+        deserializer = JsonSchemaDeserializer(client)
+        with pytest.raises(SchemaNotPreparedError) as not_ready:
+            deserializer(frame(1, b"{}"))
+        assert isinstance(not_ready.value, DeserializerNotReadyError)
+        await not_ready.value.prepare(5.0)
+        assert deserializer(frame(1, b"{}")) == {}
+        with pytest.raises(SchemaNotPreparedError) as unknown:
+            deserializer(frame(9, b"{}"))
+        await unknown.value.prepare(5.0)  # the 404 is kept, not raised
+        with pytest.raises(SchemaNotFoundError, match="schema id 9"):
+            deserializer(frame(9, b"{}"))
+        with pytest.raises(SchemaNotPreparedError):  # once: the next record with id 9 asks again
+            deserializer(frame(9, b"{}"))
+        assert len(server.requests) == 2
+    async with SchemaRegistryClient(server.url, request_timeout_ms=200) as down:  # the server is gone
+        deserializer = JsonSchemaDeserializer(down)
+        with pytest.raises(SchemaNotPreparedError) as not_ready:
+            deserializer(frame(1, b"{}"))
+        with pytest.raises(SchemaRegistryUnavailableError):
+            await not_ready.value.prepare(1.0)
+        with pytest.raises(SchemaNotPreparedError):
+            deserializer(frame(1, b"{}"))
