@@ -18,14 +18,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Mapping
-from typing import TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
 
-from .. import Consumer, TopicPartition
+from .. import Consumer, ConsumerRecord, TopicPartition
 from .._net.broker_identity import config_is_tansu
 from ..testing.tansu import DEVIATIONS
 from .format import record_json, record_text
 from .run import EXIT_KAFKA_ERROR, EXIT_OK, STOPPED, first_of, run_command
+from .value_formats import registry_deserializers
 
 # poll() returns at least this often, so Ctrl-C is noticed within about this long.
 POLL_SECONDS = 0.5
@@ -71,16 +72,30 @@ def tansu_latest_note() -> str:
 
 async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, output_format: str,
                   max_records: int | None, stop: asyncio.Event, out: TextIO,
-                  properties: Mapping[str, str] | None = None) -> int:
+                  properties: Mapping[str, str] | None = None, key_format: str = "bytes",
+                  value_format: str = "bytes", registry: str | None = None) -> int:
     """Print records of ``topic`` to ``out`` until ``stop`` is set (then return STOPPED) or
     ``max_records`` were printed (EXIT_OK).
 
     ``properties`` are extra settings by their Kafka names (``session.timeout.ms``); the options
-    given by name win over them.
+    given by name win over them. ``key_format``/``value_format`` other than "bytes" decode with the
+    schema registry at ``registry``.
     """
     render = record_json if output_format == "json" else record_text
-    settings = consumer_settings(bootstrap, group=group, start=start, properties=properties)
-    consumer = Consumer.from_properties(settings)
+    settings: dict[str, Any] = consumer_settings(bootstrap, group=group, start=start, properties=properties)
+    registry_client, deserializers = (None, {}) if registry is None else registry_deserializers(
+        registry, key_format, value_format)
+    try:
+        return await _print_records(Consumer.from_properties({**settings, **deserializers}), topic, group, start,
+                                    render, max_records, stop, out)
+    finally:
+        if registry_client is not None:
+            await registry_client.aclose()
+
+
+async def _print_records(consumer: Consumer, topic: str, group: str | None, start: str,
+                         render: Callable[[ConsumerRecord], str], max_records: int | None, stop: asyncio.Event,
+                         out: TextIO) -> int:
     try:
         if not await first_of(consumer.start(), stop):
             return STOPPED
@@ -109,10 +124,12 @@ async def consume(topic: str, bootstrap: str, *, group: str | None, start: str, 
 
 
 def run_consume(topic: str, bootstrap: str, *, group: str | None, start: str, output_format: str,
-                max_records: int | None, properties: Mapping[str, str] | None = None) -> int:
+                max_records: int | None, properties: Mapping[str, str] | None = None, key_format: str = "bytes",
+                value_format: str = "bytes", registry: str | None = None) -> int:
     async def command(stop: asyncio.Event) -> int:
         return await consume(topic, bootstrap, group=group, start=start, output_format=output_format,
-                             max_records=max_records, stop=stop, out=sys.stdout, properties=properties)
+                             max_records=max_records, stop=stop, out=sys.stdout, properties=properties,
+                             key_format=key_format, value_format=value_format, registry=registry)
 
     try:
         return run_command(command)

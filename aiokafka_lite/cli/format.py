@@ -30,17 +30,39 @@ def _as_bytes(value: Any) -> bytes | None:
     return str(value).encode("utf-8")
 
 
+def _decoded(value: Any) -> bool:
+    """A key or value a deserializer made into data (a schema registry's record: a dict)."""
+    return isinstance(value, dict | list | int | float | bool)
+
+
+def _json_default(value: Any) -> Any:
+    # Inside decoded data: Avro bytes and fixed as bytes are shown, dates, decimals and UUIDs as text.
+    if isinstance(value, bytes | bytearray | memoryview):
+        return json_bytes(bytes(value))
+    return str(value)
+
+
+def _json_field(value: Any) -> Any:
+    return value if _decoded(value) else json_bytes(_as_bytes(value))
+
+
 def record_json(record: ConsumerRecord) -> str:
-    """One record as one line of JSON."""
+    """One record as one line of JSON (a decoded key or value as JSON data)."""
     return json.dumps({
         "topic": record.topic,
         "partition": record.partition,
         "offset": record.offset,
         "timestamp": record.timestamp,
-        "key": json_bytes(_as_bytes(record.key)),
-        "value": json_bytes(_as_bytes(record.value)),
+        "key": _json_field(record.key),
+        "value": _json_field(record.value),
         "headers": [[name, json_bytes(_as_bytes(value))] for name, value in record.headers],
-    }, ensure_ascii=False)
+    }, ensure_ascii=False, default=_json_default)
+
+
+def _text_field(value: Any) -> str:
+    if _decoded(value):
+        return json.dumps(value, ensure_ascii=False, default=_json_default)
+    return _quoted(_as_bytes(value))
 
 
 def _quoted(data: bytes | None) -> str:
@@ -56,7 +78,7 @@ def _quoted(data: bytes | None) -> str:
 def record_text(record: ConsumerRecord) -> str:
     """One record as one readable line: ``topic[partition]@offset key=... value=... headers=...``."""
     line = (f"{record.topic}[{record.partition}]@{record.offset} "
-            f"key={_quoted(_as_bytes(record.key))} value={_quoted(_as_bytes(record.value))}")
+            f"key={_text_field(record.key)} value={_text_field(record.value)}")
     if record.headers:
         shown = ", ".join(f"{name}={_quoted(_as_bytes(value))}" for name, value in record.headers)
         line += f" headers={{{shown}}}"

@@ -26,6 +26,8 @@ import signal
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from .value_formats import FORMATS, usage_problem
+
 if TYPE_CHECKING:
     from .reset_plan import ResetMode
 
@@ -64,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--format", choices=("text", "json"), default="text",
                          help="text (one readable line per record) or json (one JSON object per line)")
     consume.add_argument("--max", type=int, default=None, metavar="N", help="stop after N records")
+    for side in ("key", "value"):
+        consume.add_argument(f"--{side}-format", choices=FORMATS, default="bytes",
+                             help=f"bytes (default), or {side}s in Confluent's wire format decoded with the "
+                                  "schema registry at --registry: avro or json-schema")
+    consume.add_argument("--registry", default=None, metavar="URL",
+                         help="the schema registry's Confluent API, e.g. http://localhost:8081 "
+                              "(Apicurio: http://host:port/apis/ccompat/v7)")
     consume.add_argument("-X", "--property", action="append", default=[], metavar="NAME=VALUE",
                          help="any consumer setting by its Kafka name, e.g. -X session.timeout.ms=10000")
 
@@ -249,9 +258,13 @@ def _main(argv: list[str] | None) -> int:
         properties = _checked_properties(args)
         if isinstance(properties, str):
             return _usage_error(properties)
+        formats_problem = usage_problem(args.key_format, args.value_format, args.registry)
+        if formats_problem is not None:
+            return _usage_error(formats_problem)
         from .consume import run_consume
         return run_consume(args.topic, args.bootstrap_server, group=args.group, start=args.start,
-                           output_format=args.format, max_records=args.max, properties=properties)
+                           output_format=args.format, max_records=args.max, properties=properties,
+                           key_format=args.key_format, value_format=args.value_format, registry=args.registry)
     if args.command == "groups":
         return _run_groups(args)
     if args.command == "demo":
