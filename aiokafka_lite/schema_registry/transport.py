@@ -33,8 +33,10 @@ BearerToken = str | Callable[[], Awaitable[str] | str]
 NOT_FOUND_CODES = {40401: "subject not found", 40402: "version not found", 40403: "schema not found"}
 _RETRIABLE_STATUSES = frozenset({408, 429})
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-# A failure seen this many times in a row (over calls) is logged at WARNING, once per streak.
+# A failure seen this many times in a row (over calls), for this long, is logged at WARNING, once per
+# streak. A shorter streak is a call's own error to tell (said again in a log, it is a second line).
 WARN_AFTER_FAILURES = 2
+WARN_AFTER_SECONDS = 2.0
 
 
 def import_httpx() -> Any:
@@ -74,6 +76,7 @@ class RegistryTransport:
         self._http, self.url, self._bearer_token = http, url, bearer_token
         self._backoff, self._backoff_max = backoff, backoff_max
         self._streak = 0  # retriable failures in a row, across calls
+        self._streak_began = 0.0  # loop time of the streak's first failure
         self._warned = False
 
     async def request(self, method: str, path: str, what: str, deadline: Callable[[], float], attempts: Attempts,
@@ -145,11 +148,15 @@ class RegistryTransport:
         return value
 
     def _failed(self, what: str, failure: _Retriable, attempts: int) -> None:
+        now = asyncio.get_running_loop().time()
         self._streak += 1
-        if self._streak >= WARN_AFTER_FAILURES and not self._warned:
+        if self._streak == 1:
+            self._streak_began = now
+        if (self._streak >= WARN_AFTER_FAILURES and now - self._streak_began >= WARN_AFTER_SECONDS
+                and not self._warned):
             self._warned = True
-            log.warning("schema registry %s: %s (%s); %d failures in a row, retrying while the call's time lasts",
-                        self.url, failure, what, self._streak)
+            log.warning("schema registry %s: %s (%s); %d failures in a row over %.1f s, retrying while the "
+                        "call's time lasts", self.url, failure, what, self._streak, now - self._streak_began)
         else:
             log.debug("schema registry %s: %s (%s), attempt %d; %d failures in a row",
                       self.url, failure, what, attempts, self._streak)

@@ -23,6 +23,7 @@ from aiokafka_lite.schema_registry import (
     SchemaRegistryClosedError,
     SchemaRegistryError,
     SchemaRegistryUnavailableError,
+    transport,
 )
 from tests.unit.schema_registry.scripted_registry import Reply, SeenRequest, schema_answer, scripted_registry
 
@@ -63,7 +64,9 @@ async def test_concurrent_lookups_of_one_id_share_one_request() -> None:
     assert len(server.requests) == 1
 
 
-async def test_503_twice_then_200_is_retried_and_succeeds(caplog: pytest.LogCaptureFixture) -> None:
+async def test_503_twice_then_200_is_retried_and_succeeds(caplog: pytest.LogCaptureFixture,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport, "WARN_AFTER_SECONDS", 0.0)  # the count alone decides here
     answer = in_turn((503, {"error_code": 50301, "message": "busy"}), (503, "busy"), schema_answer(3))
     async with scripted_registry(answer) as server, client_of(server.url) as client:
         with caplog.at_level(logging.DEBUG, "aiokafka_lite.schema_registry"):
@@ -74,6 +77,25 @@ async def test_503_twice_then_200_is_retried_and_succeeds(caplog: pytest.LogCapt
     assert len(warnings) == 1, warnings  # the second failure in a row is said once, with its count
     assert "2 failures in a row" in warnings[0]
     assert "HTTP 503" in warnings[0]
+
+
+async def test_a_streak_the_call_reports_itself_within_seconds_is_not_also_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The call's SchemaRegistryUnavailableError says it: a log line too would be a second line
+    (the CLI prints both). A streak of WARN_AFTER_SECONDS or more is said, once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{s.getsockname()[1]}"
+    async with client_of(down) as client:
+        with caplog.at_level(logging.DEBUG, "aiokafka_lite.schema_registry"):
+            with pytest.raises(SchemaRegistryUnavailableError):
+                await client.get_schema(3, timeout=0.5)
+            assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+            with pytest.raises(SchemaRegistryUnavailableError):
+                await client.get_schema(3, timeout=transport.WARN_AFTER_SECONDS + 0.5)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "failures in a row over" in warnings[0]
 
 
 async def test_a_single_retry_is_not_a_warning(caplog: pytest.LogCaptureFixture) -> None:
