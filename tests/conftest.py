@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.broker_logs import broker_logs, errors_since, log_sizes
+
 # Helper modules full of asserts: rewritten like test modules, so a failure shows the values.
 pytest.register_assert_rewrite("tests.conformance._kit", "tests.integration._consumers", "tests.integration._ledger",
                               "tests.integration._steady")
@@ -101,6 +103,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # Seconds per test module, for --module-durations: where the suite's time goes, which the
 # slowest-tests list alone does not show when hundreds of short tests add up.
 _module_seconds: Counter[str] = Counter()
+
+
+_LOG_SIZES = pytest.StashKey[dict[str, int]]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    item.stash[_LOG_SIZES] = log_sizes(broker_logs(getattr(item, "funcargs", {})))
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed or report.when == "setup" or _LOG_SIZES not in item.stash:
+        return
+    for name, path in broker_logs(getattr(item, "funcargs", {})).items():
+        errors = errors_since(path, item.stash[_LOG_SIZES].get(name, 0))
+        if errors:
+            report.sections.append((f"{name} logged at ERROR during the test ({path.name})", errors))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
