@@ -8,10 +8,10 @@ from pathlib import Path
 from tests.broker_logs import MAX_LINES, broker_logs, errors_since, log_sizes
 
 BEFORE = "[2026-11-29 23:00:00,000] ERROR an older error, not this test's (kafka.server.KafkaApis)\n"
-DURING = """[2026-11-29 23:00:01,000] INFO [GroupCoordinator id=1] Member joined (org.apache.kafka.coordinator.group)
-[2026-11-29 23:00:02,000] ERROR [GroupCoordinator id=1] ConsumerGroupHeartbeat failed with unexpected error (org.apache.kafka.coordinator.group.GroupCoordinatorService)
+DURING = """[2026-11-29 23:00:01,000] INFO [GroupCoordinator id=1] Member joined (GroupCoordinator)
+[2026-11-29 23:00:02,000] ERROR [GroupCoordinator id=1] Heartbeat failed with unexpected error (GroupCoordinator)
 java.lang.IllegalStateException: something the broker did not expect
-\tat org.apache.kafka.coordinator.group.GroupMetadataManager.consumerGroupHeartbeat(GroupMetadataManager.java:1)
+\tat org.apache.kafka.coordinator.group.GroupMetadataManager.heartbeat(GroupMetadataManager.java:1)
 [2026-11-29 23:00:03,000] WARN a warning is not taken (kafka.server.KafkaApis)
 """
 
