@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 from typing import Any
 
-from .errors import ArrowUnavailableError
+from .errors import ArrowUnavailableError, InvalidArgumentError
 from .protocol import native
 from .protocol.records.columns import RecordChunks, RecordColumns
 from .structs import ConsumerRecords
@@ -117,8 +117,29 @@ def check_available() -> None:
         raise ArrowUnavailableError(f"pyarrow is not installed and {native.why_python()}") from exc
 
 
-def batch_of(records: ConsumerRecords) -> ArrowBatch:
-    """One batch of a poll() result, partition after partition (no per-record objects on the way)."""
+def decoded_value_type(key_deserializer: Any, value_deserializer: Any) -> Any:
+    """The Arrow type of the values poll_arrow() gives: None for bytes (no deserializers), or the
+    type a value deserializer that can say it has (``arrow_type(pyarrow)``, as a schema registry's
+    AvroDeserializer with a reader schema); other deserializers are refused (InvalidArgumentError),
+    and typed values need pyarrow (ArrowUnavailableError), both before anything is consumed."""
+    if key_deserializer is None and value_deserializer is None:
+        check_available()
+        return None
+    typed = getattr(value_deserializer, "arrow_type", None)
+    if key_deserializer is not None or not callable(typed):
+        raise InvalidArgumentError("poll_arrow() hands out raw bytes, or values typed by a deserializer that "
+                                   "gives their Arrow type (an AvroDeserializer with a reader_schema): use poll() "
+                                   "with other deserializers, or leave them unset")
+    value_type = typed(_pyarrow())
+    if value_type is None:
+        raise InvalidArgumentError("poll_arrow() types the value column by the AvroDeserializer's reader_schema: "
+                                   "give it one")
+    return value_type
+
+
+def batch_of(records: ConsumerRecords, value_type: Any = None) -> ArrowBatch:
+    """One batch of a poll() result, partition after partition (no per-record objects on the way);
+    with ``value_type``, the values are decoded data of that Arrow type (built by pyarrow)."""
     chunks: list[RecordColumns] = []
     for tp, held in records.sequences().items():
         if isinstance(held, RecordChunks):
@@ -127,6 +148,8 @@ def batch_of(records: ConsumerRecords) -> ArrowBatch:
             chunks.append(held)
         else:
             chunks.append(RecordColumns.of(tp.topic, tp.partition, list(held)))
+    if value_type is not None:
+        return ArrowBatch(_build_with_pyarrow(chunks, value_type))
     return build_arrow_batch(chunks)
 
 
@@ -202,14 +225,16 @@ def _repeated(chunks: Sequence[RecordColumns], column: str) -> list[Any]:
     return list(chain.from_iterable(repeat(getattr(chunk, column), len(chunk)) for chunk in chunks))
 
 
-def _build_with_pyarrow(chunks: Sequence[RecordColumns]) -> Any:
-    """The pure-Python twin of the native ``records_to_arrow``."""
+def _build_with_pyarrow(chunks: Sequence[RecordColumns], value_type: Any = None) -> Any:
+    """The pure-Python twin of the native ``records_to_arrow``; with ``value_type``, the values are
+    decoded data of that type."""
     pa = _pyarrow()
     topic_bytes = sum(len(chunk.topic.encode()) * len(chunk) for chunk in chunks)
     topic_type = pa.utf8() if topic_bytes <= _I32_MAX else pa.large_utf8()
     arrays = [
         _variable(pa, _checked(_flat(chunks, "keys"), bytes, "keys"), pa.binary(), pa.large_binary()),
-        _variable(pa, _checked(_flat(chunks, "values"), bytes, "values"), pa.binary(), pa.large_binary()),
+        _variable(pa, _checked(_flat(chunks, "values"), bytes, "values"), pa.binary(), pa.large_binary())
+        if value_type is None else pa.array(_flat(chunks, "values"), type=value_type),
         pa.array(_repeated(chunks, "topic"), type=topic_type),
         pa.array(_repeated(chunks, "partition"), type=pa.int32()),
         pa.array(_flat(chunks, "offsets"), type=pa.int64()),

@@ -304,15 +304,14 @@ class Consumer:
     async def poll_arrow(self, timeout: float = POLL_DEFAULT_TIMEOUT, max_records: int | None = None) -> ArrowBatch:
         """poll() as one Arrow record batch with the columns of Spark's Kafka source: key, value,
         topic, partition, offset, timestamp (ms, UTC), timestampType, headers. Positions, commits
-        and timeouts behave as for poll(). Keys and values are raw bytes, so a consumer with
-        deserializers refuses (InvalidArgumentError); without the native extension it needs pyarrow
-        (ArrowUnavailableError, raised before anything is consumed)."""
+        and timeouts behave as for poll(). Keys and values are raw bytes, except values decoded by
+        a deserializer that gives their Arrow type (a schema registry AvroDeserializer with a reader
+        schema: a struct column); other deserializers are refused (InvalidArgumentError). Without
+        the native extension (or for typed values) it needs pyarrow (ArrowUnavailableError, raised
+        before anything is consumed)."""
         check_timeout(timeout, none_ok=False, what="poll timeout")
-        if self.config.key_deserializer is not None or self.config.value_deserializer is not None:
-            raise InvalidArgumentError("poll_arrow() hands out raw bytes: use poll() with key_deserializer "
-                                       "or value_deserializer, or leave them unset")
-        arrow.check_available()
-        return arrow.batch_of(await self.poll(timeout, max_records))
+        value_type = arrow.decoded_value_type(self.config.key_deserializer, self.config.value_deserializer)
+        return arrow.batch_of(await self.poll(timeout, max_records), value_type)
 
     def _stamp_poll(self) -> None:
         self._poll_clock.stamp()

@@ -16,6 +16,7 @@ from typing import Any
 from aiokafka_lite.errors import InvalidArgumentError
 from aiokafka_lite.schema_registry import wire
 from aiokafka_lite.schema_registry.answers import RegisteredSchema, SchemaReference, SchemaType
+from aiokafka_lite.schema_registry.avro_arrow import arrow_type
 from aiokafka_lite.schema_registry.client import SchemaRegistryClient
 from aiokafka_lite.schema_registry.deserializers import Deadline, SchemaDeserializer, failed
 from aiokafka_lite.schema_registry.errors import SchemaDeserializationError
@@ -45,12 +46,20 @@ class AvroDeserializer(SchemaDeserializer[Any]):
         super().__init__(client, cache_capacity=cache_capacity)
         self._fastavro = import_fastavro()
         self._reader: Any = None
+        self._reader_json: Any = None  # as given: the Arrow column's type is made from it
         if reader_schema is not None:
             try:
                 text = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
                 self._reader = self._fastavro.parse_schema(text)
+                self._reader_json = text
             except Exception as exc:  # a bad reader schema is the application's: say so at once
                 raise InvalidArgumentError(f"reader_schema is not a valid Avro schema: {exc}") from exc
+
+    def arrow_type(self, pa: Any) -> Any:
+        """The pyarrow type of the values, for ``poll_arrow()``: the reader schema's (values of
+        every writer schema are read into it, so one column type holds them all); None without
+        a reader schema."""
+        return None if self._reader_json is None else arrow_type(pa, self._reader_json)
 
     async def _compile(self, registered: RegisteredSchema, deadline: Deadline) -> Any:
         named: dict[str, Any] = {}

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from aiokafka_lite import Consumer, ShareConsumer, TopicPartition
-from aiokafka_lite.errors import RecordDeserializationError
+from aiokafka_lite.errors import InvalidArgumentError, RecordDeserializationError
 from aiokafka_lite.schema_registry import (
     AvroDeserializer,
     RegisteredSchema,
@@ -213,3 +213,33 @@ async def test_a_share_consumer_decodes_avro_values_and_loses_none_to_the_lookup
     assert (metrics["released"], metrics.get("records_kept")) == (0, 0)
     assert lookups == {schema_id: 1 for schema_id in lookups}
     assert len(lookups) == 2
+
+
+async def test_poll_arrow_gives_avro_values_as_a_typed_struct_column(
+        apache_kafka_broker: Any, schema_registry: Any, unique_topic: str, unique_group: str) -> None:
+    import pyarrow as pa
+
+    records, expected = await asyncio.to_thread(avro_records, schema_registry.url, unique_topic, 30, 2)
+    create_topic(apache_kafka_broker, unique_topic, partitions=2)
+    produce(apache_kafka_broker, unique_topic, records)
+    async with SchemaRegistryClient(schema_registry.url) as client:
+        async with Consumer(unique_topic, **consumer_settings(
+                apache_kafka_broker, unique_group, value_deserializer=AvroDeserializer(client))) as untyped:
+            with pytest.raises(InvalidArgumentError, match="reader_schema"):
+                await untyped.poll_arrow(timeout=1)  # the writers' shapes differ: no one column type
+        async with Consumer(unique_topic, **consumer_settings(
+                apache_kafka_broker, unique_group, value_deserializer=AvroDeserializer(client, reader_schema=V2),
+                max_poll_records=7)) as consumer:
+            batches = []
+            async with asyncio.timeout(60):
+                while sum(len(b) for b in batches) < 30:
+                    batch = await consumer.poll_arrow(timeout=0.5)
+                    if len(batch):
+                        batches.append(batch.to_pyarrow())
+    table = pa.Table.from_batches(batches)
+    assert table.schema.field("value").type == pa.struct([
+        pa.field("id", pa.int64(), nullable=False), pa.field("note", pa.utf8()),
+        pa.field("qty", pa.int32(), nullable=False)])
+    assert table.schema.field("key").type == pa.binary()  # keys stay bytes
+    assert sorted(table.column("value").to_pylist(), key=lambda v: v["id"]) == expected
+    assert sorted(table.column("offset").to_pylist()) == sorted([i // 2 for i in range(30)])
