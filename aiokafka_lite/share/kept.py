@@ -1,4 +1,6 @@
-"""Records taken from the fetcher but not handed out: those behind a record the deserializer failed on.
+"""Records taken from the fetcher but not handed out: those behind a record the deserializer failed
+on, and a record whose deserializer must first do I/O (DeserializerNotReadyError: a schema lookup)
+with those behind it, kept until poll() has awaited that preparation.
 
 poll() hands out the records before a bad record and the next poll() raises its error (the
 Consumer's contract); the bad record alone is released. The records behind it are still acquired by
