@@ -14,12 +14,13 @@ SHELL = frozenset({"bash", "sh", "shell"})
 PYTHON = frozenset({"python", "py"})
 RUN = SHELL | PYTHON  # other fences (text, console, none) show output and are not run
 DOC_ADDRESS = "127.0.0.1:9092"  # the broker address the docs use; a marked block gets the real one
+DOC_REGISTRY = "http://localhost:8081"  # likewise the schema registry's (Confluent's default port)
 
 _FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<lang>[\w+-]*)")
 _MARK = re.compile(r"^\s*<!--\s*doc-test:(?P<body>.*?)-->\s*$")
 _KEYS = {"skip", "reason", "broker", "topic", "partitions", "records", "group", "prelude", "setup",
          "stop-after", "stop-when", "signal", "exit", "background", "ready", "expect", "refuse", "timeout",
-         "replace", "synopsis", "run-by"}
+         "replace", "synopsis", "run-by", "registry", "avro-records", "poison"}
 _REPEATABLE = {"expect", "refuse", "replace", "setup"}
 
 

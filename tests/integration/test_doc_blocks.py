@@ -23,6 +23,13 @@ Marks: HTML comments on their own lines just above the fence (a reader does not 
                             records (key kN, value vN); NAME is replaced in the block by a name no
                             other block uses
     group=NAME              likewise a fresh consumer group id for NAME
+    registry[=apicurio]     start the session's schema registry (Apicurio Registry, the
+                            `schema_registry` fixture: skipped as it says without Java 21+) and
+                            put its Confluent API's URL wherever the block says
+                            http://localhost:8081
+    avro-records=N          with broker=, topic= and registry: N Avro records of AVRO_ORDER below
+                            (key kI, value {"id": I, "note": "note I"}) written by produce_avro;
+                            poison=I makes the one at offset I name a schema id the registry lacks
     prelude=NAME            run a Python fragment inside a context (PRELUDES below: "consumer",
                             "dead-letter", "pytest", and "spark": `spark` is given, and every
                             Spark block runs in one shared Spark process to spare a JVM start
@@ -68,10 +75,12 @@ from typing import Any
 
 import pytest
 
-from aiokafka_lite.testing.helpers import create_topic, produce
+from aiokafka_lite.schema_registry.wire import frame
+from aiokafka_lite.testing.helpers import create_topic, produce, produce_avro
 
 from ._doc_blocks import (
     DOC_ADDRESS,
+    DOC_REGISTRY,
     ROOT,
     SHELL,
     Block,
@@ -89,6 +98,11 @@ from ._doc_blocks import (
 from ._doc_runner import COMMAND_TIMEOUT, SPARK_WORKER, DocRun, SparkWorker, Stop, block_env
 
 BROKER_FIXTURES = {"tansu": "tansu_broker", "kafka": "apache_kafka_broker"}
+REGISTRY_FIXTURES = {"": "schema_registry", "apicurio": "schema_registry"}
+# The writer's schema of avro-records= (docs/schema-registry.md shows it to the reader).
+AVRO_ORDER = {"type": "record", "name": "Order", "namespace": "shop",
+              "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": "string"}]}
+UNKNOWN_SCHEMA_ID = 987654321
 
 # name -> (code before the block, indentation of the block, code after it)
 PRELUDES: dict[str, tuple[str, str, str]] = {
@@ -151,7 +165,8 @@ import asyncio
 import pytest
 
 from aiokafka_lite import Consumer
-from aiokafka_lite.testing.helpers import create_topic, produce
+from aiokafka_lite.schema_registry.wire import frame
+from aiokafka_lite.testing.helpers import create_topic, produce, produce_avro
 
 ''', "", ""),
 }
@@ -218,6 +233,30 @@ def _float(text: str | None) -> float | None:
     return float(text) if text else None
 
 
+def _int(text: str | None) -> int | None:
+    return int(text) if text else None
+
+
+def produce_avro_records(doc: DocRun, broker: Any, topic: str, count: int, poison: int | None) -> None:
+    """``count`` Avro records of AVRO_ORDER, the one at offset ``poison`` framed with a schema id the
+    registry does not have (sent in order: the poison record between two produce_avro calls)."""
+    registry_url = doc.names[DOC_REGISTRY]
+
+    def write(offsets: range) -> None:
+        if offsets:
+            produce_avro(broker, topic, registry_url, AVRO_ORDER, [{"id": i, "note": f"note {i}"} for i in offsets],
+                         keys=[f"k{i}" for i in offsets], enable_idempotence=True)
+
+    if poison is None or not 0 <= poison < count:
+        if poison is not None:
+            doc.fail(f"poison={poison} is not an offset of the {count} avro-records")
+        write(range(count))
+        return
+    write(range(poison))
+    produce(broker, topic, [(f"k{poison}", frame(UNKNOWN_SCHEMA_ID, b"\x02\x0cpoison"))], enable_idempotence=True)
+    write(range(poison + 1, count))
+
+
 def prepare(doc: DocRun, tmp_path: Path) -> str:
     """Start the broker, create the data, run the setup; the block's text with names replaced."""
     block = doc.block
@@ -233,8 +272,17 @@ def prepare(doc: DocRun, tmp_path: Path) -> str:
     broker_name = block.mark("broker")
     if broker_name is not None and broker_name not in BROKER_FIXTURES:
         doc.fail(f"broker={broker_name}: the choices are {', '.join(BROKER_FIXTURES)}")
+    registry_name = block.mark("registry")
+    if registry_name is not None and registry_name not in REGISTRY_FIXTURES:
+        doc.fail(f"registry={registry_name}: the choice is registry or registry=apicurio")
+    if block.mark("avro-records") and None in (registry_name, broker_name, block.mark("topic")):
+        doc.fail("avro-records= needs the marks registry, broker= and topic=")
     if block.mark("prelude") == "pytest":
         return text  # its own fixtures start the broker (--kafka-broker) and pick the names
+    if registry_name is not None:
+        doc.names[DOC_REGISTRY] = doc.request.getfixturevalue(REGISTRY_FIXTURES[registry_name]).url
+    elif DOC_REGISTRY in text:
+        doc.fail(f"the block uses {DOC_REGISTRY}: mark it with registry")
     if broker_name is not None:
         broker = doc.request.getfixturevalue(BROKER_FIXTURES[broker_name])
         doc.names[DOC_ADDRESS] = broker.bootstrap_servers
@@ -246,6 +294,8 @@ def prepare(doc: DocRun, tmp_path: Path) -> str:
             if records:
                 produce(broker, doc.names[topic], [(f"k{i}", f"v{i}") for i in range(records)],
                         enable_idempotence=True)
+            if avro := block.mark("avro-records"):
+                produce_avro_records(doc, broker, doc.names[topic], int(avro), _int(block.mark("poison")))
         if group := block.mark("group"):
             doc.names[group] = f"{group}-{suffix}"
     elif DOC_ADDRESS in text:
@@ -328,10 +378,14 @@ def _block(text: str, lang: str = "bash", **marks: str) -> Block:
     (_block("pip install -e '.[cli,nosuch]'\n"), "names the extra [nosuch]"),
     (_block("cd nowhere-at-all\n"), "no such directory"),
     (_block("aiokafka-lite consume orders -b 127.0.0.1:9092 --max 1\n"), "mark it with broker=tansu"),
+    (_block("curl http://localhost:8081/subjects\n"), "mark it with registry"),
+    (_block("true\n", registry="confluent"), "registry=confluent: the choice is"),
+    (_block("true\n", **{"avro-records": "3", "topic": "orders"}), "avro-records= needs the marks registry"),
     (_block("aiokafka-lite consume TOPIC [--nosuch-option]\n", synopsis=""),
      "shows '--nosuch-option', which its --help does not"),
 ], ids=["exit-status", "timeout", "stopped-exit-status", "python", "expect", "refuse", "traceback", "pip-extra",
-        "pip-extra-clone", "cd", "address", "synopsis"])
+        "pip-extra-clone", "cd", "address", "registry-address", "registry-choice", "avro-records-alone",
+        "synopsis"])
 def test_a_block_that_does_not_work_fails(block: Block, says: str, request: pytest.FixtureRequest,
                                           tmp_path: Path) -> None:
     with pytest.raises(pytest.fail.Exception, match=re.escape(says)):
