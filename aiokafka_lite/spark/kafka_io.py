@@ -22,6 +22,7 @@ from ..errors import KafkaError, KafkaTimeoutError, OffsetOutOfRangeError
 from ..structs import TopicPartition
 from ..testing.tansu import DEVIATIONS
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from .value_format import AVRO, open_avro_deserializer
 
 CLOSE_TIMEOUT = 10.0
 log = logging.getLogger("aiokafka_lite.spark")
@@ -169,24 +170,42 @@ def read_range(options: SourceOptions, tp: TopicPartition, start: int, end: int)
     Offsets are not dense (transaction markers, compaction), so the read ends when the consumer's
     position reaches ``end``, not after ``end - start`` records. No progress for
     ``kafkaConsumer.pollTimeoutMs`` is an error rather than a silent short read.
+
+    With ``valueFormat=avro`` the consumer's value deserializer is an ``AvroDeserializer`` with the
+    reader schema, so the value column is its decoded data; its registry client is made and closed
+    on the same loop as the consumer.
     """
     with asyncio.Runner() as runner:
-        consumer = Consumer.from_properties(options.consumer_settings())
-        runner.run(consumer.start())
+        client, deserializer = (runner.run(open_avro_deserializer(options.value_format))
+                                if options.value_format.name == AVRO else (None, None))
         try:
-            consumer.assign([tp])
-            if start == EARLIEST:
-                runner.run(consumer.seek_to_beginning(tp))
-            else:
-                consumer.seek(tp, start)
-            yield from _batches_until(runner, consumer, tp, end, options.poll_timeout)
-        except OffsetOutOfRangeError as exc:  # only with failOnDataLoss: else the consumer resets
-            raise DataLossError(
-                f"records of {tp.topic}-{tp.partition} from offset {start} are no longer in Kafka (deleted by "
-                "retention or DeleteRecords, or the topic was recreated): some data may have been lost; "
-                "set failOnDataLoss=false to continue from the log start") from exc
+            yield from _read_range(runner, options, deserializer, tp, start, end)
         finally:
-            runner.run(consumer.close(timeout=CLOSE_TIMEOUT))
+            if client is not None:  # after the consumer's close: a poll may have left a lookup running
+                runner.run(client.aclose())
+
+
+def _read_range(runner: asyncio.Runner, options: SourceOptions, value_deserializer: Any, tp: TopicPartition,
+                start: int, end: int) -> Iterator[Any]:
+    settings: dict[str, Any] = dict(options.consumer_settings())
+    if value_deserializer is not None:
+        settings["value_deserializer"] = value_deserializer  # a field name: from_properties takes those too
+    consumer = Consumer.from_properties(settings)
+    runner.run(consumer.start())
+    try:
+        consumer.assign([tp])
+        if start == EARLIEST:
+            runner.run(consumer.seek_to_beginning(tp))
+        else:
+            consumer.seek(tp, start)
+        yield from _batches_until(runner, consumer, tp, end, options.poll_timeout)
+    except OffsetOutOfRangeError as exc:  # only with failOnDataLoss: else the consumer resets
+        raise DataLossError(
+            f"records of {tp.topic}-{tp.partition} from offset {start} are no longer in Kafka (deleted by "
+            "retention or DeleteRecords, or the topic was recreated): some data may have been lost; "
+            "set failOnDataLoss=false to continue from the log start") from exc
+    finally:
+        runner.run(consumer.close(timeout=CLOSE_TIMEOUT))
 
 
 def _batches_until(runner: asyncio.Runner, consumer: Consumer, tp: TopicPartition, end: int,

@@ -1,8 +1,10 @@
-"""The options of Spark's own Kafka source, parsed and checked once (no pyspark, no I/O here).
+"""The options of Spark's own Kafka source, parsed and checked once (no I/O here; pyspark only when
+``valueFormat=avro`` asks which Spark type the value column takes, in ``value_format.py``).
 
 Names and meanings follow Spark's Kafka integration guide so a query can switch between
 ``format("kafka")`` and ``format("aiokafka_lite")`` by changing one word. Spark hands a Python data
 source its options case-insensitively (lower-cased keys), so every lookup here is lower-case.
+``valueFormat``, ``schemaRegistryUrl`` and ``valueAvroSchema`` are this source's own (Avro values decoded).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..structs import TopicPartition
+from .value_format import ValueFormat, parse_value_format
 
 EARLIEST = -2  # Spark's (and Kafka's ListOffsets) sentinel for "the log start"
 LATEST = -1    # ... and for "the high watermark"
@@ -43,6 +46,9 @@ KNOWN_OPTIONS = {
     "failondataloss": "failOnDataLoss",
     "includeheaders": "includeHeaders",
     "kafkaconsumer.polltimeoutms": "kafkaConsumer.pollTimeoutMs",
+    "valueformat": "valueFormat",
+    "schemaregistryurl": "schemaRegistryUrl",
+    "valueavroschema": "valueAvroSchema",
 }
 
 # Options of Spark's Kafka source that mean nothing here, accepted so that a query moves over unchanged:
@@ -122,6 +128,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = True
     poll_timeout: float = 120.0
+    value_format: ValueFormat = field(default_factory=ValueFormat)
 
     def consumer_settings(self) -> dict[str, str]:
         """Java-style consumer properties for ``Consumer.from_properties``."""
@@ -162,6 +169,7 @@ def parse_options(options: Mapping[str, str], streaming: bool | None) -> SourceO
         fail_on_data_loss=_boolean(lowered, "failondataloss", True),
         include_headers=_boolean(lowered, "includeheaders", True),
         poll_timeout=(_positive_int(lowered, "kafkaconsumer.polltimeoutms") or 120000) / 1000,
+        value_format=parse_value_format(lowered),
     )
 
 

@@ -19,6 +19,29 @@ def schema_ddl(include_headers: bool) -> str:
     return f"{BASE_COLUMNS}, {HEADERS_COLUMN}" if include_headers else BASE_COLUMNS
 
 
+def spark_schema(include_headers: bool, value_type: Any) -> Any:
+    """The output columns as a StructType, ``value`` of ``value_type`` (a Spark DataType): the
+    columns of ``schema_ddl``, built in Python since a DDL string can be parsed only by the JVM."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    fields = [StructField("key", BinaryType()), StructField("value", value_type), StructField("topic", StringType()),
+              StructField("partition", IntegerType()), StructField("offset", LongType()),
+              StructField("timestamp", TimestampType()), StructField("timestampType", IntegerType())]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
+
+
 def arrow_schema(spark_schema: Any) -> Any:
     """The Arrow schema Spark expects for ``spark_schema`` (a StructType)."""
     from pyspark.sql.pandas.types import to_arrow_schema

@@ -31,7 +31,8 @@ from .offsets import (
     to_json,
 )
 from .options import EARLIEST, SourceOptions, parse_options
-from .rows import arrow_schema, schema_ddl, to_spark_batch
+from .rows import arrow_schema, schema_ddl, spark_schema, to_spark_batch
+from .value_format import BINARY, value_spark_type
 from .worker_python import check_spark
 
 try:  # Spark >= 4.2: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
@@ -67,8 +68,12 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT_NAME
 
-    def schema(self) -> str:
-        return schema_ddl(parse_options(self.options, streaming=None).include_headers)
+    def schema(self) -> StructType | str:
+        options = parse_options(self.options, streaming=None)
+        if options.value_format.name == BINARY:  # Spark's Kafka source's columns, as before
+            return schema_ddl(options.include_headers)
+        typed: StructType = spark_schema(options.include_headers, value_spark_type(options.value_format))
+        return typed
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBatchReader(parse_options(self.options, streaming=False), schema)

@@ -74,6 +74,103 @@ def test_options_are_case_insensitive_and_parsed():
         parsed.starting.for_partitions([TopicPartition("a", p) for p in range(3)])
 
 
+# valueFormat=avro (issue 42): the reader schema of the integration test's values (V2 of
+# test_schema_registry_peers: id, note, qty with a default), as the option's JSON text.
+READER_SCHEMA = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"], "default": None},
+    {"name": "qty", "type": "int", "default": 1}]})
+REGISTRY = "http://127.0.0.1:8081"
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ({"valueFormat": "protobuf"}, "valueFormat must be 'binary' or 'avro'"),
+    ({"valueFormat": "avro", "valueAvroSchema": READER_SCHEMA}, "schemaRegistryUrl is required"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": REGISTRY}, "valueAvroSchema is required"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": " ", "valueAvroSchema": READER_SCHEMA},
+     "schemaRegistryUrl is required"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": "ftp://127.0.0.1:8081", "valueAvroSchema": READER_SCHEMA},
+     "schemaRegistryUrl must be an http"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": "http://127.0.0.1:99999", "valueAvroSchema": READER_SCHEMA},
+     "schemaRegistryUrl 'http://127.0.0.1:99999'"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": REGISTRY, "valueAvroSchema": "{'type': 'int'}"},
+     "valueAvroSchema is not valid JSON"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": REGISTRY, "valueAvroSchema": '{"type": "record", "fields": []}'},
+     "valueAvroSchema is not a valid Avro schema"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": REGISTRY, "valueAvroSchema": '"no_such_type"'},
+     "valueAvroSchema is not a valid Avro schema"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": REGISTRY, "valueAvroSchema": '["int", "string"]'},
+     "valueAvroSchema has no column type: .*union"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": REGISTRY,
+      "valueAvroSchema": '{"type": "string", "logicalType": "uuid"}'}, "valueAvroSchema has no column type: .*uuid"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": REGISTRY,
+      "valueAvroSchema": '{"type": "int", "logicalType": "time-millis"}'}, "valueAvroSchema: .*no Spark type"),
+    ({"valueFormat": "avro", "schemaRegistryUrl": REGISTRY,
+      "valueAvroSchema": '{"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 2}'},
+     "valueAvroSchema: a decimal of precision 40 has no Spark type"),
+    ({"schemaRegistryUrl": REGISTRY}, "schemaRegistryUrl is for valueFormat=avro only"),
+    ({"valueFormat": "binary", "valueAvroSchema": READER_SCHEMA}, "valueAvroSchema is for valueFormat=avro only"),
+])
+def test_invalid_value_format_options_name_the_option(options, named):
+    with pytest.raises(ConfigError, match=named):
+        _parse(subscribe="a", **options)
+
+
+def test_value_format_options_are_case_insensitive_and_give_the_value_column_its_type():
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
+
+    from aiokafka_lite.spark.rows import schema_ddl, spark_schema
+    from aiokafka_lite.spark.value_format import value_spark_type
+    assert _parse(subscribe="a").value_format.name == "binary"
+    assert _parse(subscribe="a", VALUEFORMAT="Binary").value_format.name == "binary"
+    parsed = _parse(subscribe="a", valueformat="AVRO", SCHEMAREGISTRYURL=REGISTRY + "/", valueavroschema=READER_SCHEMA)
+    fmt = parsed.value_format
+    assert (fmt.name, fmt.registry_url, fmt.reader_schema) == ("avro", REGISTRY + "/", READER_SCHEMA)
+    assert value_spark_type(fmt) == StructType([
+        StructField("id", LongType(), False), StructField("note", StringType(), True),
+        StructField("qty", IntegerType(), False)])
+    assert value_spark_type(_parse(subscribe="a").value_format) == BinaryType()
+    for headers in (True, False):  # the Python-built columns are the DDL's, value aside
+        built = spark_schema(headers, BinaryType()).simpleString()
+        assert built == f"struct<{schema_ddl(headers).replace(' long', ' bigint')}>".replace(", ", ",").replace(
+            " ", ":")
+
+
+def test_avro_typed_batches_are_cast_to_the_arrow_schema_spark_expects():
+    """Every Arrow type avro_arrow gives that Spark holds, in a poll_arrow()-shaped batch, cast by
+    to_spark_batch into the schema Spark derives from the source's (no Spark session: the types only)."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    from aiokafka_lite.spark.rows import arrow_schema, spark_schema, to_spark_batch
+    from aiokafka_lite.spark.value_format import value_spark_type
+    logical = {"ts": ("long", "timestamp-millis"), "lts": ("long", "local-timestamp-micros"), "d": ("int", "date"),
+               "t": ("long", "time-micros")}
+    fields = [{"name": name, "type": {"type": kind, "logicalType": lt}} for name, (kind, lt) in logical.items()]
+    fields += [{"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+               {"name": "m", "type": {"type": "map", "values": "long"}},
+               {"name": "a", "type": {"type": "array", "items": ["null", "string"]}},
+               {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+               {"name": "f", "type": {"type": "fixed", "name": "F", "size": 4}}, {"name": "b", "type": "boolean"}]
+    fmt = _parse(subscribe="a", valueFormat="avro", schemaRegistryUrl=REGISTRY,
+                 valueAvroSchema=json.dumps({"type": "record", "name": "All", "fields": fields})).value_format
+    target = arrow_schema(spark_schema(False, value_spark_type(fmt)))
+    value = {"ts": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC), "lts": datetime.datetime(2026, 1, 1, 1, 2, 3, 4),
+             "d": datetime.date(2026, 1, 2), "t": datetime.time(1, 2, 3, 4), "dec": decimal.Decimal("1.25"),
+             "m": {"x": 1}, "a": ["s", None], "e": "B", "f": b"abcd", "b": True}
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b"k", None]), pa.array([value, None], type=fmt.arrow_type()), pa.array(["t", "t"]),
+         pa.array([0, 0], pa.int32()), pa.array([0, 1], pa.int64()), pa.array([0, 1], pa.timestamp("ms")),
+         pa.array([0, 0], pa.int32())],
+        names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"])
+    out = to_spark_batch(batch, target)
+    assert out.schema == target
+    got = out.column("value").to_pylist()
+    assert got[1] is None  # a tombstone stays null
+    assert {**got[0], "m": dict(got[0]["m"])} == value
+
+
 def test_checkpoint_offsets_are_canonical_json():
     from aiokafka_lite.spark.offsets import from_json, to_json
     offsets = {TopicPartition("b", 10): 1, TopicPartition("a", 2): 7, TopicPartition("b", 9): 3}
@@ -189,6 +286,43 @@ def test_batch_read_honours_json_offsets_and_assign(spark, bootstrap, unique_top
 def test_bad_option_fails_at_load_naming_it(spark, bootstrap):
     with pytest.raises(Exception, match="startingOffsets"):
         _read(spark, bootstrap, subscribe="x", startingOffsets="yesterday").collect()
+
+
+@needs_spark
+def test_avro_values_read_as_a_struct_column_as_docs_spark_md_shows(spark, bootstrap, schema_registry, unique_topic,
+                                                                      capsys):
+    """Values written by confluent-kafka's AvroSerializer (v1 and v2 schemas in turn) read with
+    valueFormat=avro and the v2 reader schema: one struct column holding both, v1's values with
+    qty's default. The read is docs/spark.md's block as written (run-by), addresses and topic replaced."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    from ._doc_blocks import DOC_ADDRESS, blocks_run_by
+    from .test_schema_registry_poll import avro_records
+
+    records, expected = avro_records(schema_registry.url, unique_topic, 40, 2)
+    create_topic(bootstrap, unique_topic, partitions=2)
+    produce(bootstrap, unique_topic, records)
+    [block] = blocks_run_by("docs/spark.md", "tests/integration/test_spark.py")
+    code = (block.replace(DOC_ADDRESS, bootstrap).replace("http://127.0.0.1:8081", schema_registry.url)
+            .replace('"orders"', json.dumps(unique_topic)))
+    scope: dict[str, Any] = {"spark": spark}
+    exec(compile(code, "docs/spark.md", "exec"), scope)
+    assert json.loads(scope["reader_schema"]) == json.loads(READER_SCHEMA)
+    df = scope["df"]
+    value = df.schema["value"]
+    assert value.dataType == StructType([StructField("id", LongType(), False), StructField("note", StringType(), True),
+                                         StructField("qty", IntegerType(), False)])
+    assert value.nullable
+    assert [f.name for f in df.schema.fields] == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                                  "timestampType", "headers"]
+    rows = df.collect()
+    assert sorted((r.value.asDict() for r in rows), key=lambda v: v["id"]) == expected
+    assert sorted((r.partition, r.offset) for r in rows) == sorted((i % 2, i // 2) for i in range(40))
+    assert all(isinstance(r.key, bytearray | bytes) for r in rows)  # keys stay bytes
+    shown = capsys.readouterr().out
+    assert "|-- value: struct (nullable = true)" in shown
+    with pytest.raises(Exception, match="schemaRegistryUrl"):  # a bad combination fails at load
+        _read(spark, bootstrap, subscribe=unique_topic, valueFormat="avro", valueAvroSchema=READER_SCHEMA).collect()
 
 
 def _stream_to_parquet(spark: Any, bootstrap: str, topic: str, out: Path, checkpoint: Path) -> None:
