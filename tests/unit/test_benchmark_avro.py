@@ -12,7 +12,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from benchmarks import avro
+from benchmarks import avro, throughput
 
 
 def mock_registry() -> Any:
@@ -65,7 +65,7 @@ def test_the_clients_alternate_and_confluent_kafka_is_tuned_as_the_throughput_ro
     lite = avro.client_for(avro.LITE, "http://127.0.0.1:1/apis/ccompat/v7", 10, env={"BENCH_PROFILE_DIR": "/x"})
     assert confluent.module == "avro_confluent"
     assert lite.module == "avro_lite"
-    assert confluent.options["fetch.queue.backoff.ms"] == avro.TUNED_BACKOFF_MS
+    assert confluent.options["fetch.queue.backoff.ms"] == throughput.TUNED_BACKOFF_MS
     assert "fetch.queue.backoff.ms" not in lite.options
     assert lite.options["avro"] == {"registry": "http://127.0.0.1:1/apis/ccompat/v7", "id_sum": 45}
     assert lite.env == {"AIOKAFKA_LITE_NO_NATIVE": "0", "BENCH_PROFILE_DIR": "/x"}
