@@ -63,7 +63,11 @@ def test_last_of_the_module():
 
 
 def test_a_socket_left_behind_fails_the_test_that_left_it(tmp_path: Path) -> None:
-    shutil.copy(Path(__file__).parents[1] / "conftest.py", tmp_path / "conftest.py")
+    tests = Path(__file__).parents[1]
+    shutil.copy(tests / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "tests").mkdir()  # what the conftest imports from this suite
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    shutil.copy(tests / "broker_logs.py", tmp_path / "tests" / "broker_logs.py")
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nfilterwarnings = error\nasyncio_default_fixture_loop_scope = function\n")
     (tmp_path / "test_leaks.py").write_text(_TESTS)

@@ -52,7 +52,10 @@ class LockRenewals:
         self._schedule: LockSchedule[Token] = LockSchedule(queue_wait)
         self._bound, self._retry_backoff = bound, retry_backoff
         self._lock = 30.0  # seconds: the group's lock duration, as the last answer gave it
-        self._timer: asyncio.TimerHandle | None = None
+        # The timer and when it fires (kept here: uvloop's call_at for a time already past gives
+        # a plain Handle, which has no when()).
+        self._timer: asyncio.Handle | None = None
+        self._timer_when = 0.0
         self._requests: dict[asyncio.Task[None], set[tuple[TopicPartition, int]]] = {}  # under way: what each renews
         self._stopped = bound <= 0  # 0: never renew
         self.renewed = self.failed = self.given_up = self.lapsed = 0  # records
@@ -122,10 +125,10 @@ class LockRenewals:
         if wake is None or self._stopped:
             return
         if self._timer is not None:
-            if self._timer.when() <= wake:
+            if self._timer_when <= wake:
                 return
             self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_at(wake, self._wake)
+        self._timer, self._timer_when = asyncio.get_running_loop().call_at(wake, self._wake), wake
 
     def _wake(self) -> None:
         self._timer = None
