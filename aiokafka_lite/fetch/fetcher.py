@@ -353,6 +353,10 @@ class Fetcher:
 
     def _retry(self, node_id: int) -> None:
         self._retry_timers.pop(node_id, None)
+        # The timer's firing ends the backoff: uvloop's timers run on a millisecond clock and may
+        # fire a fraction of one before loop.time() reaches the backoff's end, and then nothing
+        # would send this node's fetch until the next poll() pass.
+        self._planner.back_off_node(node_id, 0.0)
         self.send_fetches()
 
     # ------------------------------------------------------------------ handing out, waiting, closing

@@ -873,3 +873,4 @@ async def test_a_session_error_is_no_error_to_the_caller_and_a_full_fetch_follow
     finally:
         script.release.set()
         await fetcher.close()
+
