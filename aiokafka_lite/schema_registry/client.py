@@ -139,6 +139,11 @@ class SchemaRegistryClient:
                                   f"registering a {schema_type} schema under subject {subject!r}", timeout, body)
         return registered_id(answer)
 
+    def metrics(self) -> dict[str, int]:
+        """``requests``: HTTP requests sent so far, retries included (a schema id seen before is
+        answered from the cache: none); ``cached``: schemas in the cache now."""
+        return {"requests": self._transport.requests_sent, "cached": len(self._cache)}
+
     async def aclose(self) -> None:
         """End every request in flight (their callers get ``SchemaRegistryClosedError``) and close
         the connections. Idempotent."""

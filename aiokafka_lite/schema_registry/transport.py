@@ -78,6 +78,7 @@ class RegistryTransport:
         self._streak = 0  # retriable failures in a row, across calls
         self._streak_began = 0.0  # loop time of the streak's first failure
         self._warned = False
+        self.requests_sent = 0  # HTTP requests, retries included (the client's metrics())
 
     async def request(self, method: str, path: str, what: str, deadline: Callable[[], float], attempts: Attempts,
                       body: dict[str, Any] | None = None) -> Answer:
@@ -105,6 +106,7 @@ class RegistryTransport:
         headers = {"Content-Type": _CONTENT_TYPE} if body is not None else {}
         if self._bearer_token is not None:
             headers["Authorization"] = f"Bearer {await self._token(what)}"
+        self.requests_sent += 1
         try:
             response = await self._http.request(method, path, json=body, headers=headers)
         except httpx.TimeoutException as exc:

@@ -99,11 +99,14 @@ async def test_poll_decodes_avro_keys_and_values_looking_each_schema_up_once(
                 value_deserializer=AvroDeserializer(client, reader_schema=V2))) as consumer:
             got = await poll_until(consumer, lambda got: len(got) >= 60, timeout=60)
             assert len(await consumer.poll(timeout=0.5)) == 0  # nothing twice
-    print(f"\nschema lookups by id: {dict(lookups)}")
+        requests = client.metrics()["requests"]
+    # A poll() whose time ends during a lookup leaves it to the next poll(), which asks the
+    # deserializer again (a cache hit then): calls may repeat, HTTP requests do not.
+    print(f"\nschema lookups by id: {dict(lookups)}; HTTP requests {requests}")
     assert sorted((r.key["id"], r.value["id"]) for r in got) == [(i, i) for i in range(60)]
     assert sorted((r.value for r in got), key=lambda v: v["id"]) == expected
     assert len(lookups) == 3  # the key's schema, value v1, value v2
-    assert lookups == {schema_id: 1 for schema_id in lookups}, "one lookup per schema id and deserializer"
+    assert requests == 3, "one registry request per schema id"
 
 
 async def test_an_unknown_id_and_a_corrupt_payload_are_poison_records(
@@ -208,11 +211,12 @@ async def test_a_share_consumer_decodes_avro_values_and_loses_none_to_the_lookup
                         got.append(record)
             await share.commit(timeout=10)
             metrics = share.metrics()
+        requests = client.metrics()["requests"]
     assert sorted((r.value for r in got), key=lambda v: v["id"]) == expected
     assert {r.delivery_count for r in got} == {1}, "no record was released for want of its schema"
     assert (metrics["released"], metrics.get("records_kept")) == (0, 0)
-    assert lookups == {schema_id: 1 for schema_id in lookups}
     assert len(lookups) == 2
+    assert requests == 2, "one registry request per schema id"
 
 
 async def test_poll_arrow_gives_avro_values_as_a_typed_struct_column(

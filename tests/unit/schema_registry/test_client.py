@@ -60,6 +60,8 @@ async def test_a_cached_schema_needs_no_second_request() -> None:
 async def test_concurrent_lookups_of_one_id_share_one_request() -> None:
     async with scripted_registry(by_id, delay=0.2) as server, client_of(server.url) as client:
         found = await asyncio.gather(*(client.get_schema(7) for _ in range(10)))
+        await client.get_schema(7)  # from the cache
+        assert client.metrics() == {"requests": 1, "cached": 1}
     assert {schema.schema_id for schema in found} == {7}
     assert len(server.requests) == 1
 
