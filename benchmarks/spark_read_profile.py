@@ -21,28 +21,14 @@ from typing import Any
 from spark_compare import fill_topic  # type: ignore[import-not-found, unused-ignore]
 
 from aiokafka_lite.protocol import native
+from aiokafka_lite.spark import rows
 from aiokafka_lite.structs import TopicPartition
 
 
 def spark_schema(include_headers: bool) -> Any:
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-    fields = [StructField("key", BinaryType()), StructField("value", BinaryType()),
-              StructField("topic", StringType()), StructField("partition", IntegerType()),
-              StructField("offset", LongType()), StructField("timestamp", TimestampType()),
-              StructField("timestampType", IntegerType())]
-    if include_headers:
-        fields.append(StructField("headers", ArrayType(StructType([StructField("key", StringType()),
-                                                                   StructField("value", BinaryType())]))))
-    return StructType(fields)
+    from pyspark.sql.types import BinaryType
+
+    return rows.spark_schema(include_headers, BinaryType())  # the source's own columns, value as bytes
 
 
 def timed(label: str, run: Any) -> list[Any]:
