@@ -5,8 +5,8 @@
 //! utf8 columns get 32-bit offsets ("z"/"u") unless their data exceeds 2**31-1 bytes, then 64-bit
 //! ones ("Z"/"U", i.e. large_binary/large_utf8), decided per column.
 
-mod columns;
-mod ffi;
+pub(crate) mod columns;
+pub(crate) mod ffi;
 mod raw_rows;
 mod stream;
 
@@ -31,6 +31,12 @@ use crate::errors::guarded;
 pub struct ArrowRecords {
     schema: Arc<Field>,
     data: Arc<Column>,
+}
+
+impl ArrowRecords {
+    pub(crate) fn new(schema: Arc<Field>, data: Arc<Column>) -> ArrowRecords {
+        ArrowRecords { schema, data }
+    }
 }
 
 #[pymethods]
@@ -278,8 +284,8 @@ fn headers_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, Field)
         children: vec![entry],
     };
     let entry_field = Field {
-        name: c"item",
-        format: c"+s",
+        name: c"item".into(),
+        format: c"+s".into(),
         nullable: false,
         children: vec![
             Field::new(c"key", if keys_large { c"U" } else { c"u" }, false),
@@ -287,8 +293,8 @@ fn headers_column(chunks: &[Chunk<'_>], rows: usize) -> PyResult<(Column, Field)
         ],
     };
     let field = Field {
-        name: c"headers",
-        format: c"+l",
+        name: c"headers".into(),
+        format: c"+l".into(),
         nullable: false,
         children: vec![entry_field],
     };
@@ -341,8 +347,8 @@ fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
         children: columns,
     };
     let schema = Field {
-        name: c"",
-        format: c"+s",
+        name: c"".into(),
+        format: c"+s".into(),
         nullable: false,
         children: fields,
     };

@@ -7,6 +7,7 @@
 //! reader's thread records its own as the reason it ended.
 
 mod arrow;
+mod avro;
 mod compression;
 mod decode;
 mod errors;
@@ -62,6 +63,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(iter::iter_records, m)?)?;
     m.add_class::<iter::RecordIter>()?;
     arrow::register(m)?;
+    avro::register(m)?;
     m.add_class::<raw::RawRecords>()?;
     m.add_class::<frames::FrameBuffer>()?;
     m.add_function(wrap_pyfunction!(frames::view_in_bytes, m)?)?;

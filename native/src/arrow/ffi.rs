@@ -9,6 +9,7 @@
 //! a clone of the `Arc` owning the tree, so the buffers are freed exactly once, when the last of the
 //! Python object and the exported arrays lets go of them. Release callbacks never panic.
 
+use std::borrow::Cow;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::{null, null_mut};
 use std::sync::Arc;
@@ -72,6 +73,10 @@ pub enum Buffer {
     Bytes(Vec<u8>),
     I32(Vec<i32>),
     I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    /// Decimal128 values, or decimal256 ones as two little-endian halves each.
+    I128(Vec<i128>),
 }
 
 impl Buffer {
@@ -80,6 +85,9 @@ impl Buffer {
             Buffer::Bytes(v) => v.as_ptr().cast(),
             Buffer::I32(v) => v.as_ptr().cast(),
             Buffer::I64(v) => v.as_ptr().cast(),
+            Buffer::F32(v) => v.as_ptr().cast(),
+            Buffer::F64(v) => v.as_ptr().cast(),
+            Buffer::I128(v) => v.as_ptr().cast(),
         }
     }
 }
@@ -104,19 +112,24 @@ impl Column {
     }
 }
 
-/// A field of the schema: format strings and names are static C strings.
+/// A field of the schema: names and formats are static C strings, or owned ones for schemas read at
+/// run time (Avro field names).
 pub struct Field {
-    pub name: &'static CStr,
-    pub format: &'static CStr,
+    pub name: Cow<'static, CStr>,
+    pub format: Cow<'static, CStr>,
     pub nullable: bool,
     pub children: Vec<Field>,
 }
 
 impl Field {
-    pub fn new(name: &'static CStr, format: &'static CStr, nullable: bool) -> Field {
+    pub fn new(
+        name: impl Into<Cow<'static, CStr>>,
+        format: impl Into<Cow<'static, CStr>>,
+        nullable: bool,
+    ) -> Field {
         Field {
-            name,
-            format,
+            name: name.into(),
+            format: format.into(),
             nullable,
             children: Vec::new(),
         }
@@ -138,16 +151,24 @@ fn children_ptr<T>(children: &mut [*mut T]) -> *mut *mut T {
     }
 }
 
+/// Owns the exported node's children and its strings: a consumer may keep the schema after the
+/// `Field` it came from is gone.
 struct SchemaPrivate {
     children: Box<[*mut ArrowSchema]>,
+    name: Cow<'static, CStr>,
+    format: Cow<'static, CStr>,
 }
 
 pub(super) fn export_schema(field: &Field) -> ArrowSchema {
     let children = boxed_children(field.children.iter().map(export_schema).collect());
-    let mut private = Box::new(SchemaPrivate { children });
+    let mut private = Box::new(SchemaPrivate {
+        children,
+        name: field.name.clone(),
+        format: field.format.clone(),
+    });
     ArrowSchema {
-        format: field.format.as_ptr(),
-        name: field.name.as_ptr(),
+        format: private.format.as_ptr(),
+        name: private.name.as_ptr(),
         metadata: null(),
         flags: if field.nullable { FLAG_NULLABLE } else { 0 },
         n_children: private.children.len() as i64,
