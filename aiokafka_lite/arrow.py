@@ -18,7 +18,7 @@ PyCapsule interface (a struct array, or a stream of one batch), so ``pyarrow.rec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from typing import Any
 
@@ -137,9 +137,17 @@ def decoded_value_type(key_deserializer: Any, value_deserializer: Any) -> Any:
     return value_type
 
 
-def batch_of(records: ConsumerRecords, value_type: Any = None) -> ArrowBatch:
+def value_sink(value_deserializer: Any) -> Any:
+    """The deserializer's native value column for one poll_arrow() (``arrow_sink()``, as an
+    AvroDeserializer's), or None: the values are then decoded one by one and built by pyarrow."""
+    make = getattr(value_deserializer, "arrow_sink", None)
+    return make() if callable(make) else None
+
+
+def batch_of(records: ConsumerRecords, value_type: Any = None, sink: Any = None) -> ArrowBatch:
     """One batch of a poll() result, partition after partition (no per-record objects on the way);
-    with ``value_type``, the values are decoded data of that Arrow type (built by pyarrow)."""
+    with ``value_type``, the values are decoded data of that Arrow type: the ``sink``'s native
+    column when it has one for these records, else built by pyarrow."""
     chunks: list[RecordColumns] = []
     for tp, held in records.sequences().items():
         if isinstance(held, RecordChunks):
@@ -148,9 +156,14 @@ def batch_of(records: ConsumerRecords, value_type: Any = None) -> ArrowBatch:
             chunks.append(held)
         else:
             chunks.append(RecordColumns.of(tp.topic, tp.partition, list(held)))
-    if value_type is not None:
-        return ArrowBatch(_build_with_pyarrow(chunks, value_type))
-    return build_arrow_batch(chunks)
+    if value_type is None:
+        return build_arrow_batch(chunks)
+    column = None if sink is None else sink.column(chunks)
+    if column is None:
+        return ArrowBatch(_build_with_pyarrow(chunks, value_type, None if sink is None else sink.python_value))
+    pa = _pyarrow()
+    batch = build_arrow_batch(chunks).to_pyarrow()
+    return ArrowBatch(batch.set_column(1, pa.field("value", value_type), pa.array(column)))
 
 
 def arrow_schema() -> Any:
@@ -221,20 +234,25 @@ def _flat(chunks: Sequence[RecordColumns], column: str) -> list[Any]:
     return list(chain.from_iterable(getattr(chunk, column) for chunk in chunks))
 
 
+def _decoded(values: list[Any], decode: Callable[[Any], Any] | None) -> list[Any]:
+    return values if decode is None else list(map(decode, values))
+
+
 def _repeated(chunks: Sequence[RecordColumns], column: str) -> list[Any]:
     return list(chain.from_iterable(repeat(getattr(chunk, column), len(chunk)) for chunk in chunks))
 
 
-def _build_with_pyarrow(chunks: Sequence[RecordColumns], value_type: Any = None) -> Any:
+def _build_with_pyarrow(chunks: Sequence[RecordColumns], value_type: Any = None,
+                        decode: Callable[[Any], Any] | None = None) -> Any:
     """The pure-Python twin of the native ``records_to_arrow``; with ``value_type``, the values are
-    decoded data of that type."""
+    decoded data of that type (each passed through ``decode`` first, if given)."""
     pa = _pyarrow()
     topic_bytes = sum(len(chunk.topic.encode()) * len(chunk) for chunk in chunks)
     topic_type = pa.utf8() if topic_bytes <= _I32_MAX else pa.large_utf8()
     arrays = [
         _variable(pa, _checked(_flat(chunks, "keys"), bytes, "keys"), pa.binary(), pa.large_binary()),
         _variable(pa, _checked(_flat(chunks, "values"), bytes, "values"), pa.binary(), pa.large_binary())
-        if value_type is None else pa.array(_flat(chunks, "values"), type=value_type),
+        if value_type is None else pa.array(_decoded(_flat(chunks, "values"), decode), type=value_type),
         pa.array(_repeated(chunks, "topic"), type=topic_type),
         pa.array(_repeated(chunks, "partition"), type=pa.int32()),
         pa.array(_flat(chunks, "offsets"), type=pa.int64()),

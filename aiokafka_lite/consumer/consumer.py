@@ -19,6 +19,7 @@ from .._net.cluster import Cluster
 from ..arrow import ArrowBatch
 from ..config import ConsumerConfig
 from ..errors import ConsumerClosedError, IllegalStateError, InvalidArgumentError, KafkaTimeoutError
+from ..fetch.completed import ValueConverter
 from ..fetch.fetcher import Fetcher
 from ..fetch.offset_lookup import OffsetLookup
 from ..group.member import GroupMember
@@ -276,6 +277,10 @@ class Consumer:
     async def poll(self, timeout: float = POLL_DEFAULT_TIMEOUT, max_records: int | None = None) -> ConsumerRecords:
         """Records fetched so far, waiting up to `timeout` seconds for some. Empty on timeout,
         even while the group rebalances or the coordinator is unknown; never raises a timeout."""
+        return await self._poll(timeout, max_records, None)
+
+    async def _poll(self, timeout: float, max_records: int | None, convert: ValueConverter | None) -> ConsumerRecords:
+        """poll(), with ``convert`` standing in for the deserializers (poll_arrow()'s value column)."""
         self._check_open()
         limit_s = check_timeout(timeout, none_ok=False, what="poll timeout")
         limit = self.config.max_poll_records if max_records is None else max_records
@@ -294,7 +299,7 @@ class Consumer:
                     async with asyncio.timeout(limit_s) as scope:
                         await self._finish_unsubscribe()  # the leave goes out before any rejoin
                         await self._ready()  # connecting counts against this poll's timeout too
-                        return seen.got(await poll_once(self._parts, limit, scope.when()))
+                        return seen.got(await poll_once(self._parts, limit, scope.when(), convert))
             except TimeoutError:
                 return ConsumerRecords()
             finally:
@@ -311,7 +316,8 @@ class Consumer:
         before anything is consumed)."""
         check_timeout(timeout, none_ok=False, what="poll timeout")
         value_type = arrow.decoded_value_type(self.config.key_deserializer, self.config.value_deserializer)
-        return arrow.batch_of(await self.poll(timeout, max_records), value_type)
+        sink = None if value_type is None else arrow.value_sink(self.config.value_deserializer)  # native column
+        return arrow.batch_of(await self._poll(timeout, max_records, sink and sink.convert), value_type, sink)
 
     def _stamp_poll(self) -> None:
         self._poll_clock.stamp()

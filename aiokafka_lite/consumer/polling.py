@@ -20,6 +20,7 @@ from .poll_steps import PollPresence, Start
 if TYPE_CHECKING:
     from .._net.cluster import Cluster
     from ..config import ConsumerConfig
+    from ..fetch.completed import ValueConverter
     from ..fetch.fetcher import Fetcher
     from ..fetch.offset_lookup import OffsetLookup
     from ..group.member import GroupMember
@@ -56,9 +57,10 @@ class PollParts(Protocol):
     async def refresh_pattern(self) -> bool: ...
 
 
-async def poll_once(parts: PollParts, max_records: int, deadline: float | None) -> ConsumerRecords:
+async def poll_once(parts: PollParts, max_records: int, deadline: float | None,
+                    convert: ValueConverter | None = None) -> ConsumerRecords:
     """Loop until records arrive; the caller's asyncio.timeout (ending at ``deadline``, loop time;
-    None: no limit) ends it with an empty result."""
+    None: no limit) ends it with an empty result. ``convert``: as ``Fetcher.fetched_records``'s."""
     fetcher = parts.fetcher
     sub = parts.subscription_state()
     while True:
@@ -80,7 +82,7 @@ async def poll_once(parts: PollParts, max_records: int, deadline: float | None) 
         not_ready = fetcher.take_not_ready()  # left by this poll()'s last hand-out, or the last poll()'s
         if not_ready is not None:
             await prepare_deserializer(not_ready, deadline)
-        records = fetcher.fetched_records(max_records)
+        records = fetcher.fetched_records(max_records, convert)
         moved = fetcher.next_offsets()
         fetcher.send_fetches()  # keep the next fetch in flight while the caller works
         if records or moved:  # a position moved past markers alone is news too (KIP-1094)

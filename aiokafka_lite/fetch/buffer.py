@@ -109,8 +109,10 @@ class FetchBuffer:
 
     # ------------------------------------------------------------------ handing out
 
-    def fetched_records(self, max_records: int) -> dict[TopicPartition, Records]:
+    def fetched_records(self, max_records: int,
+                        convert: Callable[[Records], Converted] | None = None) -> dict[TopicPartition, Records]:
         """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
+        ``convert`` stands in for the deserializers this once (poll_arrow()'s native value column).
 
         A stored error (from a fetch task, or one met after records were already collected) is
         raised from here, once. A record a deserializer fails on is different: the records before it
@@ -126,7 +128,7 @@ class FetchBuffer:
             if left <= 0:
                 break
             try:
-                records = self._drain(self._completed[tp], left)
+                records = self._drain(self._completed[tp], left, convert or self._convert)
             except RecordDeserializationError:
                 if not out:
                     raise
@@ -163,7 +165,7 @@ class FetchBuffer:
     def not_ready_pending(self) -> bool:
         return self._not_ready is not None
 
-    def _drain(self, cf: CompletedFetch, limit: int) -> Records:
+    def _drain(self, cf: CompletedFetch, limit: int, convert: Callable[[Records], Converted] | None) -> Records:
         state = cf.current_state(self._subscription.assignment)
         if state is None:
             self._finish(cf.tp)  # revoked, re-assigned or seeked since the fetch was sent
@@ -191,8 +193,8 @@ class FetchBuffer:
         except Exception:
             self._finish(cf.tp)  # position unchanged: a refetch meets the same error
             raise
-        if chunk and self._convert is not None:
-            chunk, bad = self._convert(chunk)
+        if chunk and convert is not None:
+            chunk, bad = convert(chunk)
             if bad is not None and isinstance(bad[1].cause, DeserializerNotReadyError):
                 return self._stop_not_ready(cf, state, start, chunk, *bad)
             if bad is not None:

@@ -22,6 +22,8 @@ Records = RecordChunks
 # What converting records gave: the records up to the first that failed, and that one's chunk and
 # row with the deserializer's exception (None: every record converted).
 Converted = tuple[Records, tuple[RecordColumns, BadRecord] | None]
+# Converts the records of one hand-out (the deserializers, or poll_arrow()'s native value column).
+ValueConverter = Callable[[Records], Converted]
 
 NO_RECORDS = RecordChunks([])
 

@@ -25,7 +25,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 from .._net.backoff import Backoff
@@ -35,7 +35,7 @@ from ..protocol.messages import FETCH
 from ..structs import OffsetAndMetadata, TopicPartition
 from ..subscription import SubscriptionState
 from .buffer import FetchBuffer
-from .completed import Deserializer, Records, converter
+from .completed import Converted, Deserializer, Records, converter
 from .epoch_validation import epoch_ends, supported
 from .lane_policy import AUTO, LanePolicy, busy_response
 from .offset_lookup import READ_COMMITTED, ConnectionLike
@@ -361,7 +361,8 @@ class Fetcher:
 
     # ------------------------------------------------------------------ handing out, waiting, closing
 
-    def fetched_records(self, max_records: int) -> dict[TopicPartition, Records]:
+    def fetched_records(self, max_records: int,
+                        convert: Callable[[Records], Converted] | None = None) -> dict[TopicPartition, Records]:
         """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
 
         A stored error (from a fetch task, or one met after records were already collected) is
@@ -369,7 +370,7 @@ class Fetcher:
         are handed out, then its RecordDeserializationError is raised by every call (the partition
         next in line, as in Java) until a seek moves the partition past it.
         """
-        return self._buffer.fetched_records(max_records)
+        return self._buffer.fetched_records(max_records, convert)
 
     def next_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         """For each partition the last fetched_records() moved, its new position (KIP-1094)."""

@@ -14,9 +14,11 @@ import json
 from typing import Any
 
 from aiokafka_lite.errors import InvalidArgumentError
-from aiokafka_lite.schema_registry import wire
+from aiokafka_lite.protocol import native
+from aiokafka_lite.schema_registry import avro_plan
 from aiokafka_lite.schema_registry.answers import RegisteredSchema, SchemaReference, SchemaType
 from aiokafka_lite.schema_registry.avro_arrow import arrow_type
+from aiokafka_lite.schema_registry.avro_sink import AvroArrowSink
 from aiokafka_lite.schema_registry.client import SchemaRegistryClient
 from aiokafka_lite.schema_registry.deserializers import Deadline, SchemaDeserializer, failed
 from aiokafka_lite.schema_registry.errors import SchemaDeserializationError
@@ -47,6 +49,9 @@ class AvroDeserializer(SchemaDeserializer[Any]):
         self._fastavro = import_fastavro()
         self._reader: Any = None
         self._reader_json: Any = None  # as given: the Arrow column's type is made from it
+        # poll_arrow()'s native decoding: the reader's column layout, and a program per writer schema id
+        self._native_shape: Any = None
+        self._native_plans: dict[int, Any] = {}
         if reader_schema is not None:
             try:
                 text = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
@@ -60,6 +65,35 @@ class AvroDeserializer(SchemaDeserializer[Any]):
         every writer schema are read into it, so one column type holds them all); None without
         a reader schema."""
         return None if self._reader_json is None else arrow_type(pa, self._reader_json)
+
+    def arrow_sink(self) -> AvroArrowSink | None:
+        """The native decoder of one poll_arrow()'s values (``avro_sink.py``); None without the
+        native extension or a reader schema (pyarrow builds the column from decoded values then)."""
+        extension = native.active
+        if self._reader is None or extension is None or not hasattr(extension, "AvroArrowBuilder"):
+            return None
+        if self._native_shape is None:
+            try:
+                self._native_shape = extension.AvroShape(avro_plan.shape(avro_plan.Schema(self._reader)))
+            except avro_plan.NativePlanUnavailable:
+                return None
+        return AvroArrowSink(self, extension.AvroArrowBuilder(self._native_shape))
+
+    def native_plans(self) -> dict[int, Any]:
+        """The native programs by writer schema id (read by the native decoder, not changed)."""
+        return self._native_plans
+
+    def add_native_plan(self, schema_id: int) -> None:
+        """Make the native program of a prepared ``schema_id`` (``NativePlanUnavailable`` if the
+        pair of schemas is one the native decoder does not read)."""
+        writer = avro_plan.Schema(self._compiled[schema_id])
+        op = avro_plan.plan(writer, avro_plan.Schema(self._reader))
+        extension = native.active
+        assert extension is not None, "arrow_sink() made the sink"
+        assert self._native_shape is not None
+        self._native_plans[schema_id] = extension.AvroPlan(op, self._native_shape)
+        while len(self._native_plans) > self._capacity:
+            del self._native_plans[next(iter(self._native_plans))]
 
     async def _compile(self, registered: RegisteredSchema, deadline: Deadline) -> Any:
         named: dict[str, Any] = {}
@@ -93,8 +127,7 @@ class AvroDeserializer(SchemaDeserializer[Any]):
         except Exception as exc:
             raise failed(schema_id, f"cannot parse {what} as Avro", exc) from exc
 
-    def _decode(self, compiled: Any, schema_id: int, data: bytes) -> Any:
-        payload = wire.parse(data)[1]
+    def _decode(self, compiled: Any, schema_id: int, payload: memoryview) -> Any:
         stream = io.BytesIO(payload)
         try:
             value = self._fastavro.schemaless_reader(stream, compiled, self._reader)

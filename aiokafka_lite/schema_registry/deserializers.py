@@ -65,7 +65,11 @@ class SchemaDeserializer(ABC, Generic[Compiled]):
 
     def schema_id_of(self, data: bytes | bytearray | memoryview) -> int:
         """The schema id a framed value names (``WireFormatError`` for a value not framed)."""
-        return wire.parse(data)[0]
+        return self._unframe(data)[0]
+
+    def _unframe(self, data: bytes | bytearray | memoryview) -> tuple[int, Any]:
+        """(schema id, what ``_decode`` reads: the payload) of a framed value, parsed once."""
+        return wire.parse(data)
 
     async def prepare(self, schema_id: int, *, timeout: Timeout = DEFAULT) -> None:
         """Look ``schema_id`` up and compile it, once: a prepared id is not looked up again."""
@@ -93,7 +97,7 @@ class SchemaDeserializer(ABC, Generic[Compiled]):
         raises ``SchemaNotPreparedError``. None (a tombstone) stays None."""
         if data is None:
             return None
-        schema_id = self.schema_id_of(data)
+        schema_id, framed = self._unframe(data)
         if schema_id not in self._compiled:  # not .get(): None is a compiled form (nothing to compile)
             failure = self._failures.pop(schema_id, None)
             if failure is not None:  # found by a poll()'s preparation: this value is a poison record
@@ -103,7 +107,7 @@ class SchemaDeserializer(ABC, Generic[Compiled]):
                 f"its values synchronously", schema_id=schema_id,
                 preparer=functools.partial(self._prepare_for_poll, schema_id))
         self._compiled.move_to_end(schema_id)
-        return self._decode(self._compiled[schema_id], schema_id, data)
+        return self._decode(self._compiled[schema_id], schema_id, framed)
 
     async def _prepare_for_poll(self, schema_id: int, timeout: float) -> None:
         """prepare() for a consumer's poll(): a failure that is the value's (an id the registry
@@ -129,8 +133,9 @@ class SchemaDeserializer(ABC, Generic[Compiled]):
         """The schema in the form ``_decode`` uses; ``SchemaDeserializationError`` if it cannot be."""
 
     @abstractmethod
-    def _decode(self, compiled: Compiled, schema_id: int, data: bytes) -> Any:
-        """The value; ``SchemaDeserializationError`` (its cause chained) if it does not match."""
+    def _decode(self, compiled: Compiled, schema_id: int, framed: Any) -> Any:
+        """The value of ``framed`` (what ``_unframe`` gave); ``SchemaDeserializationError`` (its
+        cause chained) if it does not match."""
 
 
 def failed(schema_id: int, what: str, cause: BaseException) -> SchemaDeserializationError:

@@ -12,7 +12,6 @@ import importlib
 import json
 from typing import Any
 
-from aiokafka_lite.schema_registry import wire
 from aiokafka_lite.schema_registry.answers import RegisteredSchema, SchemaType
 from aiokafka_lite.schema_registry.client import SchemaRegistryClient
 from aiokafka_lite.schema_registry.deserializers import Deadline, SchemaDeserializer, failed
@@ -57,8 +56,7 @@ class JsonSchemaDeserializer(SchemaDeserializer[Any]):
         except Exception as exc:
             raise failed(schema_id, "cannot use the registered schema as a JSON Schema", exc) from exc
 
-    def _decode(self, compiled: Any, schema_id: int, data: bytes) -> Any:
-        payload = wire.parse(data)[1]
+    def _decode(self, compiled: Any, schema_id: int, payload: memoryview) -> Any:
         try:
             value = json.loads(bytes(payload))
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both are

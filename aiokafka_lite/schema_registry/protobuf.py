@@ -44,14 +44,15 @@ class ProtobufDeserializer(SchemaDeserializer[None]):
         self._file_messages = _file_proto(descriptor.file).message_type
         self.message_indexes = _indexes_in_file(descriptor, self._file_messages)
 
-    def schema_id_of(self, data: bytes | bytearray | memoryview) -> int:
-        return wire.parse_protobuf(data)[0]  # the indexes too must be well formed
+    def _unframe(self, data: bytes | bytearray | memoryview) -> tuple[int, Any]:
+        schema_id, indexes, payload = wire.parse_protobuf(data)  # the indexes too must be well formed
+        return schema_id, (indexes, payload)
 
     async def _compile(self, registered: RegisteredSchema, deadline: Deadline) -> None:
         """Nothing to compile: the class is the compiled form (the schema's type is checked by prepare)."""
 
-    def _decode(self, compiled: None, schema_id: int, data: bytes) -> Any:
-        _schema_id, indexes, payload = wire.parse_protobuf(data)
+    def _decode(self, compiled: None, schema_id: int, framed: tuple[list[int], memoryview]) -> Any:
+        indexes, payload = framed
         if indexes != self.message_indexes:
             raise MessageTypeMismatchError(
                 f"schema id {schema_id}: the value's message indexes {indexes} are {self._named(indexes)}, "

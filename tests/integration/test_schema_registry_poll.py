@@ -22,6 +22,7 @@ import pytest
 
 from aiokafka_lite import Consumer, ShareConsumer, TopicPartition
 from aiokafka_lite.errors import InvalidArgumentError, RecordDeserializationError
+from aiokafka_lite.protocol.native import DecoderName
 from aiokafka_lite.schema_registry import (
     AvroDeserializer,
     RegisteredSchema,
@@ -33,6 +34,7 @@ from aiokafka_lite.schema_registry import (
 from aiokafka_lite.schema_registry.wire import frame
 from aiokafka_lite.share import ShareRecord
 from aiokafka_lite.testing.helpers import create_topic, produce
+from tests.decoders import decoder_in_use
 
 from ._consumers import poll_until
 from .test_schema_registry_peers import V1, V2, confluent, contexts
@@ -219,8 +221,12 @@ async def test_a_share_consumer_decodes_avro_values_and_loses_none_to_the_lookup
     assert requests == 2, "one registry request per schema id"
 
 
+@pytest.mark.parametrize("decoder", ["native", "python"])
 async def test_poll_arrow_gives_avro_values_as_a_typed_struct_column(
-        apache_kafka_broker: Any, schema_registry: Any, unique_topic: str, unique_group: str) -> None:
+        apache_kafka_broker: Any, schema_registry: Any, unique_topic: str, unique_group: str, decoder: DecoderName,
+) -> None:
+    """Natively decoded into the column (no Python value on the way), or fastavro's values built by
+    pyarrow (the reference): the same column."""
     import pyarrow as pa
 
     records, expected = await asyncio.to_thread(avro_records, schema_registry.url, unique_topic, 30, 2)
@@ -231,15 +237,18 @@ async def test_poll_arrow_gives_avro_values_as_a_typed_struct_column(
                 apache_kafka_broker, unique_group, value_deserializer=AvroDeserializer(client))) as untyped:
             with pytest.raises(InvalidArgumentError, match="reader_schema"):
                 await untyped.poll_arrow(timeout=1)  # the writers' shapes differ: no one column type
-        async with Consumer(unique_topic, **consumer_settings(
-                apache_kafka_broker, unique_group, value_deserializer=AvroDeserializer(client, reader_schema=V2),
-                max_poll_records=7)) as consumer:
-            batches = []
-            async with asyncio.timeout(60):
-                while sum(len(b) for b in batches) < 30:
-                    batch = await consumer.poll_arrow(timeout=0.5)
-                    if len(batch):
-                        batches.append(batch.to_pyarrow())
+        typed = AvroDeserializer(client, reader_schema=V2)
+        with decoder_in_use(decoder):
+            async with Consumer(unique_topic, **consumer_settings(
+                    apache_kafka_broker, unique_group, value_deserializer=typed, max_poll_records=7)) as consumer:
+                batches = []
+                async with asyncio.timeout(60):
+                    while sum(len(b) for b in batches) < 30:
+                        batch = await consumer.poll_arrow(timeout=0.5)
+                        if len(batch):
+                            batches.append(batch.to_pyarrow())
+    # the native column reads each writer schema (v1, v2) by a program made for it
+    assert len(typed.native_plans()) == (2 if decoder == "native" else 0)
     table = pa.Table.from_batches(batches)
     assert table.schema.field("value").type == pa.struct([
         pa.field("id", pa.int64(), nullable=False), pa.field("note", pa.utf8()),
