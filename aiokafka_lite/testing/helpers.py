@@ -20,6 +20,7 @@ from itertools import pairwise
 from typing import Any
 
 from aiokafka_lite.testing.mock_cluster import MockCluster, live_cluster
+from aiokafka_lite.testing.schema_registry import confluent_client_config
 
 Record = tuple[bytes | str | None, bytes | str | None] | Mapping[str, Any]
 
@@ -234,7 +235,7 @@ def produce_avro(target: str | Any, topic: str, registry_url: str, schema: str |
     key_list = list(keys) if keys is not None else [None] * len(values)
     if len(key_list) != len(values):  # checked before anything is registered or sent
         raise ValueError(f"{len(key_list)} keys for {len(values)} values: give one key per value, or none")
-    client = registry.SchemaRegistryClient({"url": registry_url})
+    client = registry.SchemaRegistryClient(confluent_client_config(registry_url))
     try:
         text = schema if isinstance(schema, str) else json.dumps(schema)
         serialize = confluent_kafka.schema_registry.avro.AvroSerializer(

@@ -20,6 +20,7 @@ from typing import Any
 
 import confluent_kafka
 
+from aiokafka_lite.testing.schema_registry import confluent_client_config
 from benchmarks.clients._harness import Result, Spec, Stopwatch, run
 from benchmarks.clients.confluent import assignment, config
 from benchmarks.clients.confluent import extra as confluent_extra
@@ -47,7 +48,7 @@ def count_requests(client: Any) -> None:
 def consume(spec: Spec, watch: Stopwatch) -> Result:
     settings = dict(spec.options)
     avro = settings.pop("avro")
-    registry = SchemaRegistryClient({"url": avro["registry"]})
+    registry = SchemaRegistryClient(confluent_client_config(avro["registry"]))
     count_requests(registry)
     deserialize = AvroDeserializer(registry)
     consumer = confluent_kafka.Consumer(config(replace(spec, options=settings)))

@@ -22,6 +22,7 @@ from aiokafka_lite.schema_registry import (
     SchemaRegistryClient,
 )
 from aiokafka_lite.schema_registry.wire import frame
+from aiokafka_lite.testing.schema_registry import confluent_client_config
 from tests.unit.schema_registry.registry_schemas import protobuf_classes
 
 pytestmark = pytest.mark.asyncio
@@ -57,7 +58,7 @@ def contexts(topic: str) -> dict[str, Any]:
 async def test_avro_keys_and_values_with_evolution_both_ways(schema_registry: Any) -> None:
     registry = confluent("avro")
     topic = f"orders-{uuid.uuid4().hex[:8]}"
-    peer = registry.SchemaRegistryClient({"url": schema_registry.url})
+    peer = registry.SchemaRegistryClient(confluent_client_config(schema_registry.url))
     try:
         await asyncio.to_thread(peer.set_compatibility, f"{topic}-value", "BACKWARD")
         conf = {"auto.register.schemas": True}
@@ -87,7 +88,7 @@ async def test_avro_keys_and_values_with_evolution_both_ways(schema_registry: An
 async def test_protobuf_keys_and_values(schema_registry: Any) -> None:
     registry = confluent("protobuf")
     classes, topic = protobuf_classes(), f"people-{uuid.uuid4().hex[:8]}"
-    peer = registry.SchemaRegistryClient({"url": schema_registry.url})
+    peer = registry.SchemaRegistryClient(confluent_client_config(schema_registry.url))
     try:
         on = contexts(topic)
         write_order = registry.protobuf.ProtobufSerializer(classes["Order"], peer)
@@ -108,7 +109,7 @@ async def test_protobuf_keys_and_values(schema_registry: Any) -> None:
 async def test_json_keys_and_values_validated(schema_registry: Any) -> None:
     registry = confluent("json_schema")
     topic = f"json-{uuid.uuid4().hex[:8]}"
-    peer = registry.SchemaRegistryClient({"url": schema_registry.url})
+    peer = registry.SchemaRegistryClient(confluent_client_config(schema_registry.url))
     try:
         on = contexts(topic)
         write = registry.json_schema.JSONSerializer(json.dumps(JSON_ORDER), peer)

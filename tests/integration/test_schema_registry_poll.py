@@ -34,6 +34,7 @@ from aiokafka_lite.schema_registry import (
 from aiokafka_lite.schema_registry.wire import frame
 from aiokafka_lite.share import ShareRecord
 from aiokafka_lite.testing.helpers import create_topic, produce
+from aiokafka_lite.testing.schema_registry import confluent_client_config
 from tests.decoders import decoder_in_use
 
 from ._consumers import poll_until
@@ -69,7 +70,7 @@ def avro_records(registry_url: str, topic: str, count: int, partitions: int) -> 
     """``count`` records framed by confluent-kafka's AvroSerializer (keys one schema, values v1 and
     v2 in turn), as produce() takes them; and the values a v2 reader expects."""
     registry = confluent("avro")
-    peer = registry.SchemaRegistryClient({"url": registry_url})
+    peer = registry.SchemaRegistryClient(confluent_client_config(registry_url))
     try:
         peer.set_compatibility(f"{topic}-value", "BACKWARD")
         conf = {"auto.register.schemas": True}

@@ -65,9 +65,11 @@ def test_the_clients_alternate_and_confluent_kafka_is_tuned_as_the_throughput_ro
     lite = avro.client_for(avro.LITE, "http://127.0.0.1:1/apis/ccompat/v7", 10, env={"BENCH_PROFILE_DIR": "/x"})
     assert confluent.module == "avro_confluent"
     assert lite.module == "avro_lite"
+    assert avro.client_for(avro.ARROW, "http://x", 10).module == "avro_lite_arrow"
     assert confluent.options["fetch.queue.backoff.ms"] == throughput.TUNED_BACKOFF_MS
     assert "fetch.queue.backoff.ms" not in lite.options
-    assert lite.options["avro"] == {"registry": "http://127.0.0.1:1/apis/ccompat/v7", "id_sum": 45}
+    assert lite.options["avro"] == {"registry": "http://127.0.0.1:1/apis/ccompat/v7", "id_sum": 45,
+                                    "reader_schema": avro.SCHEMA}
     assert lite.env == {"AIOKAFKA_LITE_NO_NATIVE": "0", "BENCH_PROFILE_DIR": "/x"}
 
 
@@ -84,10 +86,11 @@ def result(rate: float, whole: float, other: int = 0) -> dict[str, Any]:
             "cpu_seconds": 2.0, "cpu_seconds_per_m_records": 2000.0, "peak_rss_mb": 80.0, "registry": registry}
 
 
-def runs(*pairs: tuple[float, float]) -> list[dict[str, dict[str, Any]]]:
+def runs(*rates: tuple[float, float, float]) -> list[dict[str, dict[str, Any]]]:
     raw = []
-    for confluent, lite in pairs:
-        run = {avro.CONFLUENT: result(confluent, confluent / 2, other=1), avro.LITE: result(lite, lite / 2)}
+    for confluent, lite, arrow in rates:
+        run = {avro.CONFLUENT: result(confluent, confluent / 2, other=1), avro.LITE: result(lite, lite / 2),
+               avro.ARROW: result(arrow, arrow / 2)}
         avro.with_ratios(run)
         raw.append(run)
     return raw
@@ -95,7 +98,7 @@ def runs(*pairs: tuple[float, float]) -> list[dict[str, dict[str, Any]]]:
 
 def test_the_ratios_are_taken_within_each_run_then_summarised() -> None:
     # Run 2 is slow for both: within the run the ratio is still 2.0.
-    raw = runs((10_000, 20_000), (5_000, 10_000), (10_000, 12_000))
+    raw = runs((10_000, 20_000, 60_000), (5_000, 10_000, 20_000), (10_000, 12_000, 40_000))
     assert [run[avro.LITE]["x_confluent"] for run in raw] == [2.0, 2.0, 1.2]
     assert [run[avro.LITE]["whole_read_x_confluent"] for run in raw] == [2.0, 2.0, 1.2]
     assert all(run[avro.CONFLUENT]["x_confluent"] == 1.0 for run in raw)
@@ -106,9 +109,12 @@ def test_the_ratios_are_taken_within_each_run_then_summarised() -> None:
     assert rows[avro.LITE]["other_requests"] == [0]
     assert rows[avro.CONFLUENT]["schema_id_requests"] == [1]
     assert rows[avro.CONFLUENT]["other_requests"] == [1]
-    line, met = avro.verdict(rows)
+    line, met = avro.verdict(rows, avro.LITE)
     assert met is True
-    assert "MET (median 2.00x, runs 1.20-2.00x)" in line
+    assert "poll() >= 1.5x confluent-kafka's records/s: MET (median 2.00x, runs 1.20-2.00x)" in line
+    line, met = avro.verdict(rows, avro.ARROW)
+    assert met is False
+    assert "poll_arrow() >= 5.0x confluent-kafka's records/s: NOT MET (median 4.00x, runs 4.00-6.00x)" in line
     assert "one per schema id: holds" in avro.lookup_line(rows)
     text = avro.table(rows)
     assert "12,000 (10,000-20,000)" in text
@@ -116,29 +122,30 @@ def test_the_ratios_are_taken_within_each_run_then_summarised() -> None:
 
 
 def test_below_the_target_and_more_than_one_lookup_are_said() -> None:
-    raw = runs((10_000, 14_000))
+    raw = runs((10_000, 14_000, 60_000))
     raw[0][avro.LITE]["registry"]["http_requests"]["GET schemas/ids/1"] = 2
     rows = avro.summarise(raw)
-    line, met = avro.verdict(rows)
+    line, met = avro.verdict(rows, avro.LITE)
     assert met is False
     assert "NOT MET (median 1.40x" in line
-    assert "aiokafka-lite: 2 GET schemas/ids/<id> per consumer (NOT one per schema id)" in avro.lookup_line(rows)
+    assert "aiokafka-lite poll(): 2 GET schemas/ids/<id> per consumer (NOT one per schema id)" in avro.lookup_line(rows)
     assert avro.request_lines(rows) == [
         "  confluent-kafka: GET schemas/ids/1 x1; GET associations/resources/-/orders x1",
-        "  aiokafka-lite: GET schemas/ids/1 x2"]
+        "  aiokafka-lite poll(): GET schemas/ids/1 x2", "  aiokafka-lite poll_arrow(): GET schemas/ids/1 x1"]
 
 
 def test_a_failed_client_is_a_row_and_no_verdict() -> None:
-    raw = runs((10_000, 20_000))
+    raw = runs((10_000, 20_000, 60_000))
     raw[0][avro.LITE] = {"error": "exit 1: the decoded ids sum to 3, not 45"}
     rows = avro.summarise(raw)
     assert rows[avro.LITE]["ok_runs"] == 0
     assert rows[avro.LITE]["errors"]
-    assert avro.verdict(rows) == ("target >= 1.5x confluent-kafka's records/s: not measured (a client failed)", None)
+    assert avro.verdict(rows, avro.LITE) == (
+        "target: poll() >= 1.5x confluent-kafka's records/s: not measured (a client failed)", None)
     assert "failed: exit 1: the decoded ids sum to 3" in avro.table(rows)
 
 
-@pytest.mark.parametrize("label", [avro.CONFLUENT, avro.LITE])
+@pytest.mark.parametrize("label", avro.PEERS)
 def test_each_client_module_imports(label: str) -> None:
     import importlib
 
