@@ -54,7 +54,7 @@ import fastavro
 
 from aiokafka_lite.schema_registry.wire import frame
 from aiokafka_lite.testing.helpers import create_topic, produce
-from aiokafka_lite.testing.schema_registry import APICURIO_VERSION, ApicurioRegistry
+from aiokafka_lite.testing.schema_registry import APICURIO_VERSION, ApicurioRegistry, confluent_client_config
 from benchmarks.brokers import describe, start_broker
 from benchmarks.data import PARTITIONS, Dataset
 from benchmarks.report import grid, median_and_spread
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         broker = stack.enter_context(start_broker("kafka"))
         registry = stack.enter_context(ApicurioRegistry())
         bootstrap, registry_url = broker.bootstrap_servers, registry.url
-        peer = stack.enter_context(confluent_registry().SchemaRegistryClient({"url": registry_url}))
+        peer = stack.enter_context(confluent_registry().SchemaRegistryClient(confluent_client_config(registry_url)))
         schema_id = check_framing(peer, topic)
         subject_versions = peer.get_versions(f"{topic}-value")
         _log(f"schema id {schema_id} under {topic}-value (versions {subject_versions}); the framing matches "
