@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from typing import Any
 
 from aiokafka_lite.errors import InvalidArgumentError
@@ -23,6 +24,7 @@ from aiokafka_lite.schema_registry.client import SchemaRegistryClient
 from aiokafka_lite.schema_registry.deserializers import Deadline, SchemaDeserializer, failed
 from aiokafka_lite.schema_registry.errors import SchemaDeserializationError
 
+log = logging.getLogger("aiokafka_lite.schema_registry")
 # A chain of references deeper than this is taken for a cycle the registry let through.
 _MAX_REFERENCE_DEPTH = 32
 
@@ -52,6 +54,7 @@ class AvroDeserializer(SchemaDeserializer[Any]):
         # poll_arrow()'s native decoding: the reader's column layout, and a program per writer schema id
         self._native_shape: Any = None
         self._native_plans: dict[int, Any] = {}
+        self._without_native_plan: set[int] = set()  # ids whose values poll_arrow() decodes with fastavro
         if reader_schema is not None:
             try:
                 text = json.loads(reader_schema) if isinstance(reader_schema, str) else reader_schema
@@ -86,12 +89,21 @@ class AvroDeserializer(SchemaDeserializer[Any]):
     def add_native_plan(self, schema_id: int) -> None:
         """Make the native program of a prepared ``schema_id`` (``NativePlanUnavailable`` if the
         pair of schemas is one the native decoder does not read)."""
-        writer = avro_plan.Schema(self._compiled[schema_id])
-        op = avro_plan.plan(writer, avro_plan.Schema(self._reader))
         extension = native.active
         assert extension is not None, "arrow_sink() made the sink"
         assert self._native_shape is not None
-        self._native_plans[schema_id] = extension.AvroPlan(op, self._native_shape)
+        if schema_id in self._without_native_plan:
+            raise avro_plan.NativePlanUnavailable(f"schema id {schema_id}: found before")
+        self._without_native_plan.add(schema_id)  # until the plan is made: each id is tried once
+        try:
+            op = avro_plan.plan(avro_plan.Schema(self._compiled[schema_id]), avro_plan.Schema(self._reader))
+            plan = extension.AvroPlan(op, self._native_shape)
+        except (ValueError, KeyError, TypeError) as exc:  # a defect of ours: the Python path still reads it
+            log.warning("poll_arrow() decodes schema id %d with fastavro: its native program could not be made "
+                        "(%s: %s)", schema_id, type(exc).__name__, exc)
+            raise avro_plan.NativePlanUnavailable(str(exc)) from exc
+        self._without_native_plan.discard(schema_id)
+        self._native_plans[schema_id] = plan
         while len(self._native_plans) > self._capacity:
             del self._native_plans[next(iter(self._native_plans))]
 

@@ -9,6 +9,8 @@ import copy
 import datetime
 import io
 import json
+import math
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -221,6 +223,10 @@ def reference_verdict(data: bytes) -> Any:
 def test_random_bytes_get_the_reference_verdict(data: bytes) -> None:
     """Damaged and random payloads: decoded (the same value) or refused, as by the reference."""
     column, (done, status, why) = native_column(LEAN, LEAN, [data])
+    if re.search(r"(union branch|enum index) -\d+ out of range", why):
+        # fastavro reads a negative index as a Python list does (from the end); Avro has none
+        assert (done, status, len(column)) == (0, 2, 0)
+        return
     expected = reference_verdict(data)
     if expected is None:
         assert (done, status) == (0, 2), why
@@ -228,7 +234,18 @@ def test_random_bytes_get_the_reference_verdict(data: bytes) -> None:
         assert len(column) == 0
     else:
         assert (done, status, why) == (1, 0, "")
-        assert column.to_pylist() == [expected]
+        assert nan_as_text(column.to_pylist()) == nan_as_text([expected])
+
+
+def nan_as_text(value: Any) -> Any:
+    """``value`` with each NaN a string, so that equal columns compare equal (NaN != NaN)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, dict):
+        return {key: nan_as_text(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [nan_as_text(item) for item in value]
+    return value
 
 
 SCHEMAS = {1: schema_body(V1), 2: schema_body(V2)}
@@ -297,3 +314,26 @@ async def test_a_pair_without_a_native_plan_goes_the_python_way() -> None:
         values = [sink.python_value(v) for c in got.chunks for v in c.values]
         assert pa.array(values, type=avro.arrow_type(pa)).to_pylist() == [
             {"at": datetime.datetime(1970, 1, 1, 0, 0, s, tzinfo=datetime.UTC)} for s in (1, 2, 1)]
+
+
+@pytest.mark.asyncio
+async def test_a_program_the_native_decoder_refuses_goes_the_python_way_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A defect of ours (a program that does not fit the column) costs speed, not the values."""
+    monkeypatch.setattr(avro_plan, "plan", lambda writer, reader: ("record", [("field", 9, ("long",))]))
+    async with scripted_registry(registry_of({4: schema_body(MILLIS)})) as server, \
+            SchemaRegistryClient(server.url) as client:
+        avro = AvroDeserializer(client, reader_schema=MILLIS)
+        await avro.prepare(4)
+        value = frame(4, payload(MILLIS, {"at": 1_000}))
+        for _ in range(2):
+            sink = avro.arrow_sink()
+            assert sink is not None
+            got, stop = sink.convert(RecordChunks([chunk([value])]))
+            assert stop is None
+            assert sink.column(got.chunks) is None
+            assert [sink.python_value(v) for v in got.chunks[0].values] == [
+                {"at": datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=datetime.UTC)}]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "schema id 4 with fastavro: its native program could not be made (ValueError" in warnings[0]
