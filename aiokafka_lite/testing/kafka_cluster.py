@@ -251,11 +251,19 @@ class KafkaCluster:
                        if node_id in p.replicas)
         self._wait(in_sync, timeout, f"broker {node_id} back in the ISR of its partitions")
 
-    def _partition(self, tp: TopicPartition) -> Any:
-        topic = self._admin().list_topics(tp.topic, timeout=10).topics.get(tp.topic)
-        if topic is None or tp.partition not in topic.partitions:
-            raise KeyError(f"{tp} is not in the cluster's metadata")
-        return topic.partitions[tp.partition]
+    def _partition(self, tp: TopicPartition, timeout: float = 10.0) -> Any:
+        """``tp``'s metadata. Each broker learns of a new topic from the controller in its own time,
+        and the admin client asks any of them: one that has not yet answers without the topic (seen
+        right after ``create_topic()``), so that answer is asked again until ``timeout``."""
+        admin = self._admin()
+        deadline = time.monotonic() + timeout
+        while True:
+            topic = admin.list_topics(tp.topic, timeout=10).topics.get(tp.topic)
+            if topic is not None and not topic.error and tp.partition in topic.partitions:
+                return topic.partitions[tp.partition]
+            if time.monotonic() >= deadline:
+                raise KeyError(f"{tp} is not in the cluster's metadata")
+            time.sleep(0.1)
 
     def _admin(self) -> Any:
         from confluent_kafka.admin import AdminClient
