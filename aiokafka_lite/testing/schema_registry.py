@@ -22,10 +22,11 @@ fails when one of them no longer holds):
   without the parser's reason that Confluent's message gives.
 - It starts in some 9 s on a loaded 2-core machine (3-4 s idle), on Java 21+ only.
 - ``associations/resources/...`` (which confluent-kafka's serializers ask first, for a topic's
-  subject) is 404, and now and then a request to it is never answered: read, not handled, no log
-  line, the connection left open (about 1 in 200 on fresh connections; other paths lose none).
-  confluent-kafka's registry client waits for an answer forever unless given a ``timeout``, then
-  retries: ``confluent_client_config()`` gives it one. Our client bounds every request anyway.
+  subject) is 404, and now and then a request to a path without a route (that one included) is
+  read and never answered: no log line, the connection left open (about 1 in 500 on fresh
+  keep-alive connections on a 2-core machine; none on some machines; the paths our client uses lost
+  none). confluent-kafka's registry client waits for an answer forever unless given a ``timeout``,
+  then retries: ``confluent_client_config()`` gives it one. Our client bounds every request anyway.
 
 The same as Confluent's, which clients may rely on: ids name content (the same schema under two
 subjects has one id, registering it again returns that id and adds no version), Avro schemas come
