@@ -10,13 +10,17 @@ lines. Exit status 1 if anything failed::
     .venv/bin/python scripts/flake_hunt.py --runs 50 tests/integration/test_group_interop.py
     .venv/bin/python scripts/flake_hunt.py --runs 10 --loops uvloop -k while tests/integration/test_group_interop.py
 
-Set PYTHONTRACEMALLOC=25 to get where a socket or transport left open was created.
+Set PYTHONTRACEMALLOC=25 to get where a socket or transport left open was created. A run still
+going after ``--run-timeout`` minutes is a hang: it is killed and counted as a failure, and with
+``--keep`` its output is kept, with what each event loop's close() slower than a minute had open
+(tests/conftest.py's close watch, which this script turns on).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +41,7 @@ class Tally:
 
 def _outcomes(report: Path) -> list[tuple[str, str | None]]:
     """(test id, None or the failure's first lines) for each test case in a junit report."""
-    out = []
+    out: list[tuple[str, str | None]] = []
     for case in ET.parse(report).getroot().iter("testcase"):
         test = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
         problem = case.find("failure")
@@ -51,6 +55,23 @@ def _outcomes(report: Path) -> list[tuple[str, str | None]]:
             text = (problem.get("message") or problem.text or "").strip().splitlines()
             out.append((test, " | ".join(line.strip() for line in text[:3])[:400]))
     return out
+
+
+HUNG = -1000  # _run()'s returncode for a run killed at its timeout
+
+
+def _run(command: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """The run, in a session of its own: at ``timeout`` the whole session is killed (a broker it
+    started stops with it, as its watchdog sees its parent gone)."""
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        return subprocess.CompletedProcess(command, HUNG, stdout, stderr)
 
 
 def _busy() -> subprocess.Popen[bytes]:
@@ -69,6 +90,8 @@ def main() -> int:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--minutes", type=float, default=None,
                         help="start no run after this many minutes; the summary counts the runs done")
+    parser.add_argument("--run-timeout", type=float, default=20.0, metavar="MINUTES",
+                        help="kill a run still going after this long and count it as a hang (default 20)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="write the whole output of each failed run to DIR/<loop>-<seed>.log")
     args = parser.parse_args()
@@ -89,8 +112,20 @@ def main() -> int:
                                f"--junitxml={report}", *(["-k", args.k] if args.k else []), *args.tests]
                     # The property and model tests are derandomized unless told a seed: give them this run's.
                     env = {**os.environ, "AIOKAFKA_LITE_PROPERTY_SEED": str(seed),
-                           "AIOKAFKA_LITE_MODEL_SEED": str(seed)}
-                    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+                           "AIOKAFKA_LITE_MODEL_SEED": str(seed), "AIOKAFKA_LITE_CLOSE_WATCH": "60",
+                           "AIOKAFKA_LITE_CLOSE_WATCH_DIR": tmp}
+                    done = _run(command, env, args.run_timeout * 60)
+                    if done.returncode == HUNG:
+                        tallies["(session)"].runs[loop] += 1
+                        tallies["(session)"].failures.append(f"{loop} seed {seed}: still running after "
+                                                             f"{args.run_timeout} min: killed")
+                        if args.keep is not None:
+                            args.keep.mkdir(parents=True, exist_ok=True)
+                            watched = "".join(f"\n--- {found.name}\n{found.read_text()}"
+                                              for found in Path(tmp).glob("close-watch-*.txt"))
+                            (args.keep / f"{loop}-{seed}.log").write_text(done.stdout + done.stderr + watched)
+                        print(f"run {run + 1}/{args.runs} {loop} seed {seed}: hung, killed", flush=True)
+                        continue
                     if not report.exists():
                         tallies["(session)"].runs[loop] += 1
                         if args.keep is not None:

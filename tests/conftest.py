@@ -9,11 +9,17 @@ the default broker with ``--kafka-broker=tansu|kafka|kafka39|mock``.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import logging
+import os
 import signal
+import socket
+import threading
+import types
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,6 +97,93 @@ def _fail_on_loop_errors() -> None:
     if messages:
         pytest.fail("asyncio reported an error no one handled during this test: " + "; ".join(messages),
                     pytrace=False)
+
+
+# For hunting a hang in an event loop's close() (uvloop's waits for what libuv still counts as
+# active): with AIOKAFKA_LITE_CLOSE_WATCH=SECONDS (scripts/flake_hunt.py sets it), a close() that
+# takes longer writes, to $AIOKAFKA_LITE_CLOSE_WATCH_DIR, the connections open just before it (who
+# holds each, a few referrers up) and every thread's stack. Nothing is patched without it.
+def _watch_loop_close(seconds: float, directory: Path) -> None:
+    close = asyncio.Runner.close
+
+    def watched_close(runner: asyncio.Runner) -> None:
+        before = _open_connections()
+        closed = threading.Event()
+
+        def report() -> None:
+            if closed.wait(seconds):
+                return
+            with (directory / f"close-watch-{os.getpid()}.txt").open("w") as out:
+                out.write(f"the event loop's close() still runs after {seconds} s; open just before it:\n")
+                out.write("\n".join(before) or "(nothing)")
+                out.write("\n\nevery thread's stack:\n")
+                out.flush()
+                faulthandler.dump_traceback(out, all_threads=True)
+
+        watch = threading.Thread(target=report, name="close-watch", daemon=True)
+        watch.start()
+        try:
+            close(runner)
+        finally:
+            closed.set()
+            watch.join()  # gone before the next test, which may count threads
+
+    asyncio.Runner.close = watched_close  # type: ignore[method-assign,assignment]
+
+
+def _open_connections() -> list[str]:
+    """Protocols whose transport is not closing and connected sockets, each with its holders."""
+    found: list[str] = []
+    for thing in gc.get_objects():
+        if isinstance(thing, asyncio.BaseProtocol):
+            for value in list(getattr(thing, "__dict__", {}).values()):
+                # uvloop's transports are not asyncio.BaseTransport instances: known by their methods.
+                if hasattr(value, "is_closing") and hasattr(value, "get_extra_info") and not value.is_closing():
+                    found.append(f"{_name(thing)} with {_name(value)} to {value.get_extra_info('peername')}; "
+                                 f"held by {_holders(thing)}")
+                    break
+        elif isinstance(thing, socket.socket) and thing.fileno() >= 0:
+            try:
+                peer = thing.getpeername()
+            except OSError:
+                continue
+            if peer:
+                found.append(f"socket fd {thing.fileno()} to {peer}; held by {_holders(thing)}")
+    return found
+
+
+def _name(thing: object) -> str:
+    return f"{type(thing).__module__}.{type(thing).__qualname__}"
+
+
+# Referrers that are plumbing, not owners: not named, and not followed further up.
+_PLUMBING = (dict, list, tuple, set, types.FrameType, types.CellType, types.ModuleType, types.FunctionType,
+             types.MethodType, types.CoroutineType, asyncio.Future, asyncio.AbstractEventLoop, asyncio.Runner)
+
+
+def _holders(thing: object, depth: int = 3) -> str:
+    """The objects that refer to ``thing``, up to ``depth`` steps (through containers, not loops)."""
+    names: list[str] = []
+    level, seen = [thing], {id(thing)}
+    for _ in range(depth):
+        above: list[object] = []
+        for obj in level:
+            for referrer in gc.get_referrers(obj):
+                if id(referrer) in seen or referrer is level or referrer is above:
+                    continue
+                seen.add(id(referrer))
+                if isinstance(referrer, (dict, list, tuple, set, types.CellType)):
+                    above.append(referrer)
+                elif not isinstance(referrer, _PLUMBING) and not _name(referrer).startswith(("uvloop.", "_cython")):
+                    names.append(_name(referrer))
+                    above.append(referrer)
+        level = above[:100]
+    return ", ".join(dict.fromkeys(names)) or "(nothing found)"
+
+
+_close_watch = os.environ.get("AIOKAFKA_LITE_CLOSE_WATCH")
+if _close_watch:
+    _watch_loop_close(float(_close_watch), Path(os.environ.get("AIOKAFKA_LITE_CLOSE_WATCH_DIR", ".")))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
