@@ -19,7 +19,7 @@ from ..errors import DeserializerNotReadyError, KafkaError, RecordDeserializatio
 from ..protocol.records.columns import BadRecord, RecordColumns
 from ..structs import OffsetAndMetadata, TopicPartition
 from ..subscription import PartitionState, SubscriptionState
-from .completed import NO_RECORDS, CompletedFetch, Converted, Records, poisoned, stop_at
+from .completed import NO_RECORDS, CompletedFetch, Records, ValueConverter, poisoned, stop_at
 from .log_truncation import check_divergence
 
 
@@ -27,7 +27,7 @@ class FetchBuffer:
     """Completed fetches of ``subscription``'s partitions, handed out in turn; ``partition_error``
     handles a partition's error code when its turn comes (it may raise)."""
 
-    def __init__(self, subscription: SubscriptionState, *, convert: Callable[[Records], Converted] | None,
+    def __init__(self, subscription: SubscriptionState, *, convert: ValueConverter | None,
                  partition_max_bytes: int, partition_error: Callable[[CompletedFetch], None]) -> None:
         self._subscription = subscription
         self._convert = convert
@@ -110,7 +110,7 @@ class FetchBuffer:
     # ------------------------------------------------------------------ handing out
 
     def fetched_records(self, max_records: int,
-                        convert: Callable[[Records], Converted] | None = None) -> dict[TopicPartition, Records]:
+                        convert: ValueConverter | None = None) -> dict[TopicPartition, Records]:
         """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
         ``convert`` stands in for the deserializers this once (poll_arrow()'s native value column).
 
@@ -165,7 +165,7 @@ class FetchBuffer:
     def not_ready_pending(self) -> bool:
         return self._not_ready is not None
 
-    def _drain(self, cf: CompletedFetch, limit: int, convert: Callable[[Records], Converted] | None) -> Records:
+    def _drain(self, cf: CompletedFetch, limit: int, convert: ValueConverter | None) -> Records:
         state = cf.current_state(self._subscription.assignment)
         if state is None:
             self._finish(cf.tp)  # revoked, re-assigned or seeked since the fetch was sent

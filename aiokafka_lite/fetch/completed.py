@@ -6,12 +6,12 @@ stops it. No I/O here.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RecordDeserializationError
+from ..liveness.deadlines import own_failure
 from ..protocol.records.columns import BadRecord, RecordChunks, RecordColumns
 from ..protocol.records.decode import PartitionRecords
 from ..structs import ConsumerRecord, TopicPartition
@@ -96,13 +96,13 @@ def stop_at(cf: CompletedFetch, state: PartitionState, good: Records, raw: Consu
 
 
 def converter(key_deserializer: Deserializer | None,
-              value_deserializer: Deserializer | None) -> Callable[[Records], Converted] | None:
+              value_deserializer: Deserializer | None) -> ValueConverter | None:
     """Applies the deserializers column by column, stopping at the first record one of them raises
     on (None: records pass as they are)."""
     if key_deserializer is None and value_deserializer is None:
         return None
-    kd: Deserializer = _own_failure(key_deserializer) if key_deserializer is not None else _identity
-    vd: Deserializer = _own_failure(value_deserializer) if value_deserializer is not None else _identity
+    kd: Deserializer = own_failure(key_deserializer) if key_deserializer is not None else _identity
+    vd: Deserializer = own_failure(value_deserializer) if value_deserializer is not None else _identity
 
     def convert(records: Records) -> Converted:
         out: list[RecordColumns] = []
@@ -119,16 +119,3 @@ def converter(key_deserializer: Deserializer | None,
 
 def _identity(data: bytes | None) -> Any:
     return data
-
-
-def _own_failure(deserializer: Deserializer) -> Deserializer:
-    """A deserializer is plain code that nothing cancels: a CancelledError out of it is its own
-    failure, a poison record like any other (never a cancellation of the poll() caller)."""
-
-    def deserialize(data: bytes | None) -> Any:
-        try:
-            return deserializer(data)
-        except asyncio.CancelledError as exc:
-            raise RuntimeError("the deserializer raised CancelledError without being cancelled") from exc
-
-    return deserialize

@@ -25,7 +25,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Container, Mapping
 from typing import Any
 
 from .._net.backoff import Backoff
@@ -35,7 +35,7 @@ from ..protocol.messages import FETCH
 from ..structs import OffsetAndMetadata, TopicPartition
 from ..subscription import SubscriptionState
 from .buffer import FetchBuffer
-from .completed import Converted, Deserializer, Records, converter
+from .completed import Deserializer, Records, ValueConverter, converter
 from .epoch_validation import epoch_ends, supported
 from .lane_policy import AUTO, LanePolicy, busy_response
 from .offset_lookup import READ_COMMITTED, ConnectionLike
@@ -362,7 +362,7 @@ class Fetcher:
     # ------------------------------------------------------------------ handing out, waiting, closing
 
     def fetched_records(self, max_records: int,
-                        convert: Callable[[Records], Converted] | None = None) -> dict[TopicPartition, Records]:
+                        convert: ValueConverter | None = None) -> dict[TopicPartition, Records]:
         """Up to ``max_records`` buffered records, taking partitions in turn; positions advance.
 
         A stored error (from a fetch task, or one met after records were already collected) is

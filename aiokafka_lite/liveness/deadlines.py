@@ -109,3 +109,16 @@ async def prepare_deserializer(not_ready: DeserializerNotReadyError, deadline: f
     slow (KafkaTimeoutError, which poll() takes for its own timeout: empty)."""
     left = math.inf if deadline is None else deadline - asyncio.get_running_loop().time()
     await not_ready.prepare(max(0.0, left - min(_PREPARE_MARGIN, left / 10)))
+
+
+def own_failure(deserializer: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A deserializer is plain code that nothing cancels: a CancelledError out of it is its own
+    failure, a poison record like any other (never a cancellation of the poll() caller)."""
+
+    def deserialize(data: Any) -> Any:
+        try:
+            return deserializer(data)
+        except asyncio.CancelledError as exc:
+            raise RuntimeError("the deserializer raised CancelledError without being cancelled") from exc
+
+    return deserialize

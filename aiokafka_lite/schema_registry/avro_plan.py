@@ -17,6 +17,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from .wire import zigzag_varint
+
 _PRIMITIVE_SHAPES = {
     "null": ("null", "n"), "boolean": ("bool", "b"), "int": ("i32", "i"), "long": ("i64", "l"),
     "float": ("f32", "f"), "double": ("f64", "g"), "bytes": ("var", "z"), "string": ("var", "u"),
@@ -242,7 +244,7 @@ def encode_default(schema_of: Schema, schema: Any, value: Any) -> bytes:
 def _encode(schema_of: Schema, schema: Any, value: Any, out: bytearray) -> None:
     schema = schema_of.deref(schema)
     if isinstance(schema, list):  # a union's default is of its first branch
-        out += _long(0)
+        out += zigzag_varint(0)
         _encode(schema_of, schema[0], value, out)
         return
     kind = schema if isinstance(schema, str) else schema["type"]
@@ -251,7 +253,7 @@ def _encode(schema_of: Schema, schema: Any, value: Any, out: bytearray) -> None:
     if kind == "boolean":
         out.append(1 if value else 0)
     elif kind in ("int", "long"):
-        out += _long(int(value))
+        out += zigzag_varint(int(value))
     elif kind == "float":
         out += struct.pack("<f", float(value))
     elif kind == "double":
@@ -260,34 +262,24 @@ def _encode(schema_of: Schema, schema: Any, value: Any, out: bytearray) -> None:
         data = value.encode("latin-1" if kind != "string" else "utf-8") if isinstance(value, str) else bytes(value)
         if _logical(schema) == "decimal":
             raise NativePlanUnavailable("a decimal field's default")
-        out += data if kind == "fixed" else _long(len(data)) + data
+        out += data if kind == "fixed" else zigzag_varint(len(data)) + data
     elif kind == "enum":
-        out += _long(schema["symbols"].index(value))
+        out += zigzag_varint(schema["symbols"].index(value))
     elif kind == "array":
         if value:
-            out += _long(len(value))
+            out += zigzag_varint(len(value))
             for item in value:
                 _encode(schema_of, schema["items"], item, out)
-        out += _long(0)
+        out += zigzag_varint(0)
     elif kind == "map":
         if value:
-            out += _long(len(value))
+            out += zigzag_varint(len(value))
             for key, item in value.items():
                 _encode(schema_of, "string", key, out)
                 _encode(schema_of, schema["values"], item, out)
-        out += _long(0)
+        out += zigzag_varint(0)
     elif kind in ("record", "error"):
         for field in schema["fields"]:
             _encode(schema_of, field["type"], value.get(field["name"], field.get("default")), out)
     else:
         raise NativePlanUnavailable(f"a default of type {kind!r}")
-
-
-def _long(number: int) -> bytes:
-    zigzag = (number << 1) ^ (number >> 63)
-    out = bytearray()
-    while zigzag > 0x7F:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from itertools import count
 from typing import Any, Protocol
 
+from aiokafka_lite.liveness.deadlines import own_failure
 from aiokafka_lite.protocol.records.columns import BadRecord, RecordChunks, RecordColumns
 from aiokafka_lite.schema_registry import wire
 from aiokafka_lite.schema_registry.avro_plan import NativePlanUnavailable
@@ -38,6 +39,7 @@ class AvroArrowSink:
 
     def __init__(self, deserializer: NativeAvroReader, builder: Any) -> None:
         self._deserializer = deserializer
+        self._deserialize = own_failure(deserializer)  # as the fetch buffer's deserializers are
         self._builder = builder
         self._spans: list[Span] = []
         self._native = True  # False once a value needed the Python path: the column is not used
@@ -67,7 +69,7 @@ class AvroArrowSink:
                 if converted:
                     self._spans.append(_span(converted))
                 return converted, bad
-        return chunk.converted_until_failure(_same, self._deserializer)
+        return chunk.converted_until_failure(_same, self._deserialize)
 
     def _decode(self, values: list[bytes | None]) -> BadRecord | None:
         start, stop = 0, len(values)
@@ -79,7 +81,7 @@ class AvroArrowSink:
                 return None
             value = values[start]
             try:
-                self._deserializer(value)  # a schema to prepare, or a poison record: raised as by poll()
+                self._deserialize(value)  # a schema to prepare, or a poison record: raised as by poll()
             except Exception as exc:
                 return BadRecord(start, "value", exc)
             assert value is not None
@@ -100,7 +102,7 @@ class AvroArrowSink:
 
     def python_value(self, value: Any) -> Any:
         """A value of a record for the Python path: bytes the sink left are decoded now."""
-        return self._deserializer(value) if isinstance(value, bytes) else value
+        return self._deserialize(value) if isinstance(value, bytes) else value
 
 
 def _span(chunk: RecordColumns) -> Span:

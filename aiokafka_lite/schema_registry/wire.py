@@ -38,7 +38,7 @@ def parse(value: bytes | bytearray | memoryview) -> tuple[int, memoryview]:
 def parse_protobuf(value: bytes | bytearray | memoryview) -> tuple[int, list[int], memoryview]:
     """(schema id, message indexes, payload) of a framed Protobuf value."""
     schema_id, rest = parse(value)
-    count, offset = _read_zigzag(rest, 0, "message-index count")
+    count, offset = _readzigzag_varint(rest, 0, "message-index count")
     if count < 0:
         raise WireFormatError(f"negative message-index count {count}")
     if count == 0:  # the shortcut for the first message: [0]
@@ -47,7 +47,7 @@ def parse_protobuf(value: bytes | bytearray | memoryview) -> tuple[int, list[int
         raise WireFormatError(f"message-index count {count} is more than the {len(rest) - offset} bytes left")
     indexes = []
     for position in range(count):
-        index, offset = _read_zigzag(rest, offset, f"message index {position}")
+        index, offset = _readzigzag_varint(rest, offset, f"message index {position}")
         if index < 0:
             raise WireFormatError(f"negative message index {index} at position {position}")
         indexes.append(index)
@@ -67,7 +67,7 @@ def frame_protobuf(schema_id: int, message_indexes: Sequence[int],
     if list(message_indexes) in ([], [0]):
         indexes = b"\x00"
     else:
-        indexes = _zigzag(len(message_indexes)) + b"".join(_zigzag(index) for index in message_indexes)
+        indexes = zigzag_varint(len(message_indexes)) + b"".join(zigzag_varint(index) for index in message_indexes)
     return _header(schema_id) + indexes + bytes(payload)
 
 
@@ -77,7 +77,7 @@ def _header(schema_id: int) -> bytes:
     return bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big")
 
 
-def _read_zigzag(view: memoryview, offset: int, what: str) -> tuple[int, int]:
+def _readzigzag_varint(view: memoryview, offset: int, what: str) -> tuple[int, int]:
     """The zig-zag varint at ``offset`` and the offset after it."""
     raw, shift = 0, 0
     for position in range(offset, min(offset + _MAX_VARINT_BYTES, len(view))):
@@ -92,7 +92,8 @@ def _read_zigzag(view: memoryview, offset: int, what: str) -> tuple[int, int]:
     raise WireFormatError(f"bad varint for the {what} at byte {HEADER_SIZE + offset}: the value ends inside it")
 
 
-def _zigzag(number: int) -> bytes:
+def zigzag_varint(number: int) -> bytes:
+    """``number`` as a zigzag varint (Avro's long, Protobuf's sint64; the message indexes here)."""
     raw = (number << 1) ^ (number >> 63)
     out = bytearray()
     while raw > 0x7F:

@@ -5,6 +5,7 @@ random bytes, and the sink's hand-out contract (a schema to prepare, a poison re
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import datetime
 import io
@@ -30,6 +31,7 @@ from aiokafka_lite.schema_registry import (
     avro_plan,
 )
 from aiokafka_lite.schema_registry.avro_arrow import arrow_type
+from aiokafka_lite.schema_registry.avro_sink import AvroArrowSink
 from aiokafka_lite.schema_registry.wire import frame
 from tests.unit.schema_registry.registry_schemas import registry_of, schema_body
 from tests.unit.schema_registry.scripted_registry import scripted_registry
@@ -337,3 +339,32 @@ async def test_a_program_the_native_decoder_refuses_goes_the_python_way_with_one
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1, warnings
     assert "schema id 4 with fastavro: its native program could not be made (ValueError" in warnings[0]
+
+
+class CancellingReader:
+    """A deserializer offering a native column whose own code raises CancelledError (issue 39's rule:
+    nothing cancelled it, so it is that record's failure, not a cancellation of poll())."""
+
+    def __call__(self, data: bytes | None) -> Any:
+        raise asyncio.CancelledError
+
+    def native_plans(self) -> dict[int, Any]:
+        return {}  # no program: the sink asks the deserializer itself
+
+    def add_native_plan(self, schema_id: int) -> None:
+        raise AssertionError("not reached: the deserializer failed")
+
+
+def test_a_deserializers_own_cancelled_error_is_a_poison_record_in_the_sink_too() -> None:
+    assert native.active is not None
+    builder = native.active.AvroArrowBuilder(native.active.AvroShape(avro_plan.shape(avro_plan.Schema(MILLIS))))
+    sink = AvroArrowSink(CancellingReader(), builder)
+    values = [frame(4, payload(MILLIS, {"at": 1_000}))]
+    got, stop = sink.convert(RecordChunks([chunk(values)]))
+    assert not got.chunks
+    assert stop is not None
+    assert stop[1].row == 0
+    assert isinstance(stop[1].cause, RuntimeError)
+    assert isinstance(stop[1].cause.__cause__, asyncio.CancelledError)
+    with pytest.raises(RuntimeError, match="raised CancelledError without being cancelled"):
+        sink.python_value(values[0])
