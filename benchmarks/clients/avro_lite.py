@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka_lite import Consumer, TopicPartition
@@ -43,25 +44,30 @@ def count_requests(client: SchemaRegistryClient) -> None:
     transport.request = counted_send  # type: ignore[method-assign]
 
 
-async def read_all(spec: Spec, watch: Stopwatch) -> Result:
+# One poll: (records, the sum of their values' ids).
+Poll = Callable[[Consumer], Awaitable[tuple[int, int]]]
+
+
+async def read_all(spec: Spec, watch: Stopwatch, poll: Poll, *, reader_schema: bool = False) -> Result:
+    """Read ``spec.records`` with ``poll``, then check the ids' sum (also avro_lite_arrow's loop)."""
     settings = dict(spec.options)
     avro = settings.pop("avro")
     registry = SchemaRegistryClient(avro["registry"])
     count_requests(registry)
+    deserializer = AvroDeserializer(registry, reader_schema=avro["reader_schema"] if reader_schema else None)
     consumer = Consumer(bootstrap_servers=spec.bootstrap, group_id=None, enable_auto_commit=False,
                         auto_offset_reset="earliest", max_poll_records=spec.batch,
                         fetch_max_bytes=spec.fetch_max_bytes, max_partition_fetch_bytes=spec.max_partition_fetch_bytes,
-                        value_deserializer=AvroDeserializer(registry), **settings)
+                        value_deserializer=deserializer, **settings)
     count = ids = 0
     try:
         await consumer.start()
         consumer.assign([TopicPartition(topic, p) for topic, p in spec.assignment()])
         while count < spec.records:
-            batch = await consumer.poll(timeout=1.0)
-            watch.first(len(batch))
-            for record in batch:
-                ids += record.value["id"]
-            count += len(batch)
+            got, got_ids = await poll(consumer)
+            watch.first(got)
+            ids += got_ids
+            count += got
         watch.stop()
     finally:
         try:
@@ -70,11 +76,16 @@ async def read_all(spec: Spec, watch: Stopwatch) -> Result:
             await registry.aclose()
     if ids != avro["id_sum"]:
         raise SystemExit(f"the decoded ids sum to {ids}, not {avro['id_sum']}: not every record was decoded once")
-    return count, 0  # payload bytes: the values handed out are dicts, not bytes
+    return count, 0  # payload bytes: the values handed out are decoded, not bytes
+
+
+async def poll_records(consumer: Consumer) -> tuple[int, int]:
+    batch = await consumer.poll(timeout=1.0)
+    return len(batch), sum(record.value["id"] for record in batch)
 
 
 def consume(spec: Spec, watch: Stopwatch) -> Result:
-    return asyncio.run(read_all(spec, watch))
+    return asyncio.run(read_all(spec, watch, poll_records))
 
 
 def extra(spec: Spec) -> dict[str, Any]:

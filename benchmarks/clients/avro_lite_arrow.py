@@ -15,46 +15,21 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from aiokafka_lite import Consumer, TopicPartition
-from aiokafka_lite.schema_registry import AvroDeserializer, SchemaRegistryClient
+from aiokafka_lite import Consumer
 from benchmarks.clients._harness import Result, Spec, Stopwatch, run
-from benchmarks.clients.avro_lite import count_requests
 from benchmarks.clients.avro_lite import extra as avro_extra
+from benchmarks.clients.avro_lite import read_all
 
 
-async def read_all(spec: Spec, watch: Stopwatch) -> Result:
-    settings = dict(spec.options)
-    avro = settings.pop("avro")
-    registry = SchemaRegistryClient(avro["registry"])
-    count_requests(registry)
-    deserializer = AvroDeserializer(registry, reader_schema=avro["reader_schema"])
-    consumer = Consumer(bootstrap_servers=spec.bootstrap, group_id=None, enable_auto_commit=False,
-                        auto_offset_reset="earliest", max_poll_records=spec.batch,
-                        fetch_max_bytes=spec.fetch_max_bytes, max_partition_fetch_bytes=spec.max_partition_fetch_bytes,
-                        value_deserializer=deserializer, **settings)
-    count = ids = 0
-    try:
-        await consumer.start()
-        consumer.assign([TopicPartition(topic, p) for topic, p in spec.assignment()])
-        while count < spec.records:
-            batch = (await consumer.poll_arrow(timeout=1.0)).to_pyarrow()
-            watch.first(batch.num_rows)
-            if batch.num_rows:
-                ids += pc.sum(pc.struct_field(batch.column("value"), "id")).as_py()
-            count += batch.num_rows
-        watch.stop()
-    finally:
-        try:
-            await consumer.close()
-        finally:
-            await registry.aclose()
-    if ids != avro["id_sum"]:
-        raise SystemExit(f"the decoded ids sum to {ids}, not {avro['id_sum']}: not every record was decoded once")
-    return count, 0
+async def poll_columns(consumer: Consumer) -> tuple[int, int]:
+    batch = (await consumer.poll_arrow(timeout=1.0)).to_pyarrow()
+    if not batch.num_rows:
+        return 0, 0
+    return batch.num_rows, pc.sum(pc.struct_field(batch.column("value"), "id")).as_py()
 
 
 def consume(spec: Spec, watch: Stopwatch) -> Result:
-    return asyncio.run(read_all(spec, watch))
+    return asyncio.run(read_all(spec, watch, poll_columns, reader_schema=True))
 
 
 def extra(spec: Spec) -> dict[str, Any]:
