@@ -116,6 +116,8 @@ def _watch_loop_close(seconds: float, directory: Path) -> None:
             with (directory / f"close-watch-{os.getpid()}.txt").open("w") as out:
                 out.write(f"the event loop's close() still runs after {seconds} s; open just before it:\n")
                 out.write("\n".join(before) or "(nothing)")
+                out.write("\n\nthis process's descriptors now (an epoll's lists what it waits on):\n")
+                out.write(_descriptors())
                 out.write("\n\nevery thread's stack:\n")
                 out.flush()
                 faulthandler.dump_traceback(out, all_threads=True)
@@ -129,6 +131,37 @@ def _watch_loop_close(seconds: float, directory: Path) -> None:
             watch.join()  # gone before the next test, which may count threads
 
     asyncio.Runner.close = watched_close  # type: ignore[method-assign,assignment]
+
+
+def _descriptors() -> str:
+    """Each open descriptor: what it is, and for an epoll the descriptors it waits on."""
+    lines, ports = [], _tcp_ports()
+    for fd in sorted(os.listdir("/proc/self/fd"), key=int):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            info = Path(f"/proc/self/fdinfo/{fd}").read_text() if "eventpoll" in target else ""
+        except OSError:
+            continue
+        waits = " ".join(line.split()[1] for line in info.splitlines() if line.startswith("tfd:"))
+        inode = target.removeprefix("socket:[").removesuffix("]") if target.startswith("socket:") else ""
+        lines.append(f"fd {fd}: {target}" + (f" waits on fds {waits}" if info else "")
+                     + (f" {ports[inode]}" if inode in ports else ""))
+    return "\n".join(lines)
+
+
+def _tcp_ports() -> dict[str, str]:
+    """Socket inode -> "local port -> remote port, state" of this machine's TCP sockets."""
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, remote = (int(end.rsplit(":", 1)[1], 16) for end in fields[1:3])
+            found[fields[9]] = f"port {local} -> {remote}, state {fields[3]}"
+    return found
 
 
 def _open_connections() -> list[str]:
