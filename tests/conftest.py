@@ -9,14 +9,10 @@ the default broker with ``--kafka-broker=tansu|kafka|kafka39|mock``.
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import gc
 import logging
 import os
 import signal
-import socket
-import threading
-import types
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.broker_logs import broker_logs, errors_since, log_sizes
+from tests.loop_leftovers import new_uvloop, watch_loop_close
 
 # Helper modules full of asserts: rewritten like test modules, so a failure shows the values.
 pytest.register_assert_rewrite("tests.conformance._kit", "tests.integration._consumers", "tests.integration._ledger",
@@ -99,124 +96,9 @@ def _fail_on_loop_errors() -> None:
                     pytrace=False)
 
 
-# For hunting a hang in an event loop's close() (uvloop's waits for what libuv still counts as
-# active): with AIOKAFKA_LITE_CLOSE_WATCH=SECONDS (scripts/flake_hunt.py sets it), a close() that
-# takes longer writes, to $AIOKAFKA_LITE_CLOSE_WATCH_DIR, the connections open just before it (who
-# holds each, a few referrers up) and every thread's stack. Nothing is patched without it.
-def _watch_loop_close(seconds: float, directory: Path) -> None:
-    close = asyncio.Runner.close
-
-    def watched_close(runner: asyncio.Runner) -> None:
-        before = _open_connections()
-        closed = threading.Event()
-
-        def report() -> None:
-            if closed.wait(seconds):
-                return
-            with (directory / f"close-watch-{os.getpid()}.txt").open("w") as out:
-                out.write(f"the event loop's close() still runs after {seconds} s; open just before it:\n")
-                out.write("\n".join(before) or "(nothing)")
-                out.write("\n\nthis process's descriptors now (an epoll's lists what it waits on):\n")
-                out.write(_descriptors())
-                out.write("\n\nevery thread's stack:\n")
-                out.flush()
-                faulthandler.dump_traceback(out, all_threads=True)
-
-        watch = threading.Thread(target=report, name="close-watch", daemon=True)
-        watch.start()
-        try:
-            close(runner)
-        finally:
-            closed.set()
-            watch.join()  # gone before the next test, which may count threads
-
-    asyncio.Runner.close = watched_close  # type: ignore[method-assign,assignment]
-
-
-def _descriptors() -> str:
-    """Each open descriptor: what it is, and for an epoll the descriptors it waits on."""
-    lines, ports = [], _tcp_ports()
-    for fd in sorted(os.listdir("/proc/self/fd"), key=int):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-            info = Path(f"/proc/self/fdinfo/{fd}").read_text() if "eventpoll" in target else ""
-        except OSError:
-            continue
-        waits = " ".join(line.split()[1] for line in info.splitlines() if line.startswith("tfd:"))
-        inode = target.removeprefix("socket:[").removesuffix("]") if target.startswith("socket:") else ""
-        lines.append(f"fd {fd}: {target}" + (f" waits on fds {waits}" if info else "")
-                     + (f" {ports[inode]}" if inode in ports else ""))
-    return "\n".join(lines)
-
-
-def _tcp_ports() -> dict[str, str]:
-    """Socket inode -> "local port -> remote port, state" of this machine's TCP sockets."""
-    found = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            local, remote = (int(end.rsplit(":", 1)[1], 16) for end in fields[1:3])
-            found[fields[9]] = f"port {local} -> {remote}, state {fields[3]}"
-    return found
-
-
-def _open_connections() -> list[str]:
-    """Protocols whose transport is not closing and connected sockets, each with its holders."""
-    found: list[str] = []
-    for thing in gc.get_objects():
-        if isinstance(thing, asyncio.BaseProtocol):
-            for value in list(getattr(thing, "__dict__", {}).values()):
-                # uvloop's transports are not asyncio.BaseTransport instances: known by their methods.
-                if hasattr(value, "is_closing") and hasattr(value, "get_extra_info") and not value.is_closing():
-                    found.append(f"{_name(thing)} with {_name(value)} to {value.get_extra_info('peername')}; "
-                                 f"held by {_holders(thing)}")
-                    break
-        elif isinstance(thing, socket.socket) and thing.fileno() >= 0:
-            try:
-                peer = thing.getpeername()
-            except OSError:
-                continue
-            if peer:
-                found.append(f"socket fd {thing.fileno()} to {peer}; held by {_holders(thing)}")
-    return found
-
-
-def _name(thing: object) -> str:
-    return f"{type(thing).__module__}.{type(thing).__qualname__}"
-
-
-# Referrers that are plumbing, not owners: not named, and not followed further up.
-_PLUMBING = (dict, list, tuple, set, types.FrameType, types.CellType, types.ModuleType, types.FunctionType,
-             types.MethodType, types.CoroutineType, asyncio.Future, asyncio.AbstractEventLoop, asyncio.Runner)
-
-
-def _holders(thing: object, depth: int = 3) -> str:
-    """The objects that refer to ``thing``, up to ``depth`` steps (through containers, not loops)."""
-    names: list[str] = []
-    level, seen = [thing], {id(thing)}
-    for _ in range(depth):
-        above: list[object] = []
-        for obj in level:
-            for referrer in gc.get_referrers(obj):
-                if id(referrer) in seen or referrer is level or referrer is above:
-                    continue
-                seen.add(id(referrer))
-                if isinstance(referrer, (dict, list, tuple, set, types.CellType)):
-                    above.append(referrer)
-                elif not isinstance(referrer, _PLUMBING) and not _name(referrer).startswith(("uvloop.", "_cython")):
-                    names.append(_name(referrer))
-                    above.append(referrer)
-        level = above[:100]
-    return ", ".join(dict.fromkeys(names)) or "(nothing found)"
-
-
 _close_watch = os.environ.get("AIOKAFKA_LITE_CLOSE_WATCH")
 if _close_watch:
-    _watch_loop_close(float(_close_watch), Path(os.environ.get("AIOKAFKA_LITE_CLOSE_WATCH_DIR", ".")))
+    watch_loop_close(float(_close_watch), Path(os.environ.get("AIOKAFKA_LITE_CLOSE_WATCH_DIR", ".")))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -268,9 +150,7 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     """`--event-loop=uvloop` runs every async test on uvloop (pytest-asyncio's loop-factory hook)."""
     if config.getoption("--event-loop") != "uvloop":
         return {"asyncio": asyncio.new_event_loop}
-    import uvloop
-
-    return {"uvloop": uvloop.new_event_loop}
+    return {"uvloop": new_uvloop}
 
 
 def pytest_report_header(config: pytest.Config) -> str:
