@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from tests.broker_logs import broker_logs, errors_since, log_sizes
-from tests.loop_leftovers import new_uvloop, watch_loop_close
 
 # Helper modules full of asserts: rewritten like test modules, so a failure shows the values.
 pytest.register_assert_rewrite("tests.conformance._kit", "tests.integration._consumers", "tests.integration._ledger",
@@ -98,6 +97,8 @@ def _fail_on_loop_errors() -> None:
 
 _close_watch = os.environ.get("AIOKAFKA_LITE_CLOSE_WATCH")
 if _close_watch:
+    from tests.loop_leftovers import watch_loop_close
+
     watch_loop_close(float(_close_watch), Path(os.environ.get("AIOKAFKA_LITE_CLOSE_WATCH_DIR", ".")))
 
 
@@ -150,6 +151,8 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     """`--event-loop=uvloop` runs every async test on uvloop (pytest-asyncio's loop-factory hook)."""
     if config.getoption("--event-loop") != "uvloop":
         return {"asyncio": asyncio.new_event_loop}
+    from tests.loop_leftovers import new_uvloop  # imports uvloop
+
     return {"uvloop": new_uvloop}
 
 

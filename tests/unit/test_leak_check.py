@@ -68,6 +68,7 @@ def test_a_socket_left_behind_fails_the_test_that_left_it(tmp_path: Path) -> Non
     (tmp_path / "tests").mkdir()  # what the conftest imports from this suite
     (tmp_path / "tests" / "__init__.py").write_text("")
     shutil.copy(tests / "broker_logs.py", tmp_path / "tests" / "broker_logs.py")
+    shutil.copy(tests / "loop_leftovers.py", tmp_path / "tests" / "loop_leftovers.py")
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nfilterwarnings = error\nasyncio_default_fixture_loop_scope = function\n")
     (tmp_path / "test_leaks.py").write_text(_TESTS)
