@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from .wire import zigzag_varint
+from ..protocol.records.build import encode_varint
 
 _PRIMITIVE_SHAPES = {
     "null": ("null", "n"), "boolean": ("bool", "b"), "int": ("i32", "i"), "long": ("i64", "l"),
@@ -244,7 +244,7 @@ def encode_default(schema_of: Schema, schema: Any, value: Any) -> bytes:
 def _encode(schema_of: Schema, schema: Any, value: Any, out: bytearray) -> None:
     schema = schema_of.deref(schema)
     if isinstance(schema, list):  # a union's default is of its first branch
-        out += zigzag_varint(0)
+        encode_varint(0, out)
         _encode(schema_of, schema[0], value, out)
         return
     kind = schema if isinstance(schema, str) else schema["type"]
@@ -253,7 +253,7 @@ def _encode(schema_of: Schema, schema: Any, value: Any, out: bytearray) -> None:
     if kind == "boolean":
         out.append(1 if value else 0)
     elif kind in ("int", "long"):
-        out += zigzag_varint(int(value))
+        encode_varint(int(value), out)
     elif kind == "float":
         out += struct.pack("<f", float(value))
     elif kind == "double":
@@ -262,22 +262,24 @@ def _encode(schema_of: Schema, schema: Any, value: Any, out: bytearray) -> None:
         data = value.encode("latin-1" if kind != "string" else "utf-8") if isinstance(value, str) else bytes(value)
         if _logical(schema) == "decimal":
             raise NativePlanUnavailable("a decimal field's default")
-        out += data if kind == "fixed" else zigzag_varint(len(data)) + data
+        if kind != "fixed":
+            encode_varint(len(data), out)
+        out += data
     elif kind == "enum":
-        out += zigzag_varint(schema["symbols"].index(value))
+        encode_varint(schema["symbols"].index(value), out)
     elif kind == "array":
         if value:
-            out += zigzag_varint(len(value))
+            encode_varint(len(value), out)
             for item in value:
                 _encode(schema_of, schema["items"], item, out)
-        out += zigzag_varint(0)
+        encode_varint(0, out)
     elif kind == "map":
         if value:
-            out += zigzag_varint(len(value))
+            encode_varint(len(value), out)
             for key, item in value.items():
                 _encode(schema_of, "string", key, out)
                 _encode(schema_of, schema["values"], item, out)
-        out += zigzag_varint(0)
+        encode_varint(0, out)
     elif kind in ("record", "error"):
         for field in schema["fields"]:
             _encode(schema_of, field["type"], value.get(field["name"], field.get("default")), out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aiokafka_lite.protocol.records.build import encode_varint
 from aiokafka_lite.schema_registry.errors import WireFormatError
 
 MAGIC_BYTE = 0
@@ -38,7 +39,7 @@ def parse(value: bytes | bytearray | memoryview) -> tuple[int, memoryview]:
 def parse_protobuf(value: bytes | bytearray | memoryview) -> tuple[int, list[int], memoryview]:
     """(schema id, message indexes, payload) of a framed Protobuf value."""
     schema_id, rest = parse(value)
-    count, offset = _readzigzag_varint(rest, 0, "message-index count")
+    count, offset = _read_zigzag(rest, 0, "message-index count")
     if count < 0:
         raise WireFormatError(f"negative message-index count {count}")
     if count == 0:  # the shortcut for the first message: [0]
@@ -47,7 +48,7 @@ def parse_protobuf(value: bytes | bytearray | memoryview) -> tuple[int, list[int
         raise WireFormatError(f"message-index count {count} is more than the {len(rest) - offset} bytes left")
     indexes = []
     for position in range(count):
-        index, offset = _readzigzag_varint(rest, offset, f"message index {position}")
+        index, offset = _read_zigzag(rest, offset, f"message index {position}")
         if index < 0:
             raise WireFormatError(f"negative message index {index} at position {position}")
         indexes.append(index)
@@ -67,7 +68,10 @@ def frame_protobuf(schema_id: int, message_indexes: Sequence[int],
     if list(message_indexes) in ([], [0]):
         indexes = b"\x00"
     else:
-        indexes = zigzag_varint(len(message_indexes)) + b"".join(zigzag_varint(index) for index in message_indexes)
+        out = bytearray()
+        for number in (len(message_indexes), *message_indexes):
+            encode_varint(number, out)
+        indexes = bytes(out)
     return _header(schema_id) + indexes + bytes(payload)
 
 
@@ -77,7 +81,7 @@ def _header(schema_id: int) -> bytes:
     return bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big")
 
 
-def _readzigzag_varint(view: memoryview, offset: int, what: str) -> tuple[int, int]:
+def _read_zigzag(view: memoryview, offset: int, what: str) -> tuple[int, int]:
     """The zig-zag varint at ``offset`` and the offset after it."""
     raw, shift = 0, 0
     for position in range(offset, min(offset + _MAX_VARINT_BYTES, len(view))):
@@ -90,14 +94,3 @@ def _readzigzag_varint(view: memoryview, offset: int, what: str) -> tuple[int, i
         raise WireFormatError(f"bad varint for the {what} at byte {HEADER_SIZE + offset}: longer than "
                               f"{_MAX_VARINT_BYTES} bytes")
     raise WireFormatError(f"bad varint for the {what} at byte {HEADER_SIZE + offset}: the value ends inside it")
-
-
-def zigzag_varint(number: int) -> bytes:
-    """``number`` as a zigzag varint (Avro's long, Protobuf's sint64; the message indexes here)."""
-    raw = (number << 1) ^ (number >> 63)
-    out = bytearray()
-    while raw > 0x7F:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
