@@ -61,7 +61,8 @@ def _owner_of(message: str) -> str:
         return message
     wanted = int(address.group(1), 16)
     for thing in gc.get_objects():
-        if isinstance(thing, asyncio.BaseProtocol) and any(id(v) == wanted for v in vars(thing).values()):
+        held = getattr(thing, "__dict__", {}).values() if isinstance(thing, asyncio.BaseProtocol) else ()
+        if any(id(value) == wanted for value in held):
             return f"{message}: protocol {_name(thing)}, held by {_holders(thing)}"
     return message
 

@@ -198,9 +198,9 @@ def answered(url: str, path: str, wait: float) -> bool:
     return True
 
 
-def lost_requests(url: str, rounds: int, wait: float) -> tuple[int, int]:
+def lost_requests(url: str, rounds: int, wait: float, at_least: int = 1000) -> tuple[int, int]:
     """``rounds`` x (a path of ours, then a path of theirs), eight connections at a time; stops at
-    the first of theirs lost. Returns (ours lost, theirs lost)."""
+    the first of theirs lost once ``at_least`` rounds were asked. Returns (ours lost, theirs lost)."""
     def ours(i: int) -> str:
         return f"/schemas/ids/{i}" if i % 2 else f"/subjects/s{i}/versions"
 
@@ -215,7 +215,7 @@ def lost_requests(url: str, rounds: int, wait: float) -> tuple[int, int]:
                      for i in batch for kind, path in (("ours", ours), ("theirs", theirs))]
             for kind, answer in asked:
                 lost[kind] += not answer.result()
-            if lost["theirs"]:
+            if lost["theirs"] and first + len(batch) >= at_least:
                 break
     return lost["ours"], lost["theirs"]
 
