@@ -1,8 +1,9 @@
 """Response frames received on a native thread: ``ThreadedFrames`` wires the extension's
 ``FrameReader`` to an event loop, so the socket path runs on another core than the application.
 
-The Rust thread owns a ``dup`` of the socket and never holds the GIL: it receives each size-prefixed
-frame straight into a buffer of the frame's size and signals an eventfd; the loop's thread, woken
+One process-wide Rust I/O thread serves every reader (epoll; it never holds the GIL): each reader
+owns a ``dup`` of its socket, and the thread receives each size-prefixed frame straight into a
+buffer of the frame's size and signals that reader's eventfd; the loop's thread, woken
 through ``loop.add_reader`` (asyncio and uvloop alike), only takes whole frames. Every state change
 stays on the loop: the callbacks run there, in order.
 

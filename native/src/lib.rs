@@ -2,9 +2,9 @@
 //!
 //! The pure-Python modules stay the reference: every decoding function here has a Python twin
 //! with the same results and the same error types, and the tests run both. `reader.rs` receives
-//! frames on a thread of its own; without it the asyncio reader does that job. No panic crosses
-//! into Python: each exported function turns one into `NativeError` (`errors::guarded`), and the
-//! reader's thread records its own as the reason it ended.
+//! frames on one process-wide I/O thread; without it the asyncio reader does that job. No panic
+//! crosses into Python: each exported function turns one into `NativeError` (`errors::guarded`),
+//! and a panic while the I/O thread serves a reader is recorded as the reason that reader ended.
 
 mod arrow;
 mod avro;

@@ -1,23 +1,35 @@
-//! `FrameReader`: Kafka's size-prefixed response frames received on a thread of their own.
+//! `FrameReader`: Kafka's size-prefixed response frames received on one process-wide I/O thread.
 //!
-//! The thread owns a `dup` of the connection's socket and never touches Python: it waits in
-//! poll(2) on the socket and a wake eventfd, receives each 4-byte size and then the frame straight
-//! into a `Vec` of exactly that size (no intermediate buffer, no resize), queues it and signals a
-//! notify eventfd the event loop watches. The loop's thread takes the queued frames as `bytes`
-//! (one copy) or as `Frame` buffers that own the thread's `Vec` (no copy). The queue is not
-//! bounded: a Kafka client bounds it by the requests it has in flight.
-//! EOF, an OSError or a size outside `4..=max_frame_bytes` ends the thread; the reason is handed
-//! out once, after every frame completed before it. `close()` (or dropping the reader) wakes the
-//! thread, joins it (it never blocks anywhere but in poll, so this is prompt) and closes the fds.
+//! Every reader owns a non-blocking `dup` of its connection's socket, registered with the one
+//! epoll instance of a reactor thread that never touches Python (one thread for the whole process,
+//! so 100 idle connections cost one thread, not 100). The reactor is started by the first reader
+//! and then stays, idle in epoll_wait, for the life of the process: it costs nothing while idle and
+//! a reconnecting client does not pay for a new thread. It is a plain Rust thread, so interpreter
+//! exit neither waits for it nor hangs on it.
+//!
+//! Per reader the reactor runs a small state machine: the 4-byte size (possibly in pieces), then
+//! the frame straight into a `Vec` of exactly that size (no intermediate buffer, no resize, so no
+//! copy of big bodies); each whole frame is queued and a notify eventfd the event loop watches is
+//! signalled. Readiness is level-triggered and each socket gets at most `TURN_BYTES` per wakeup, so
+//! one busy socket cannot starve the others. The loop's thread takes the queued frames as `bytes`
+//! (one copy) or as `Frame` buffers that own the `Vec` (no copy). The queue is not bounded: a Kafka
+//! client bounds it by the requests it has in flight.
+//! EOF, an OSError or a size outside `4..=max_frame_bytes` ends that reader alone (as does a panic
+//! while serving it); the reason is handed out once, after every frame completed before it.
+//! `close()` (or dropping the reader) asks the reactor to deregister it and waits for the answer:
+//! when it returns, the dup is closed and the reactor never touches that reader again. The reactor
+//! only ever blocks in epoll_wait, and a command wakes it, so this is prompt.
+//! Fork: a child process starts a reactor of its own for its new readers (the parent's thread is
+//! not there); readers inherited across fork are not served in the child.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -26,19 +38,25 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::errors::{guarded, panic_message};
 
-/// Why the reading thread stopped.
+/// Bytes one socket may receive per reactor wakeup before the others get their turn: more than a
+/// socket buffer holds, so a lone busy socket still empties its buffer in one turn.
+const TURN_BYTES: usize = 1 << 20;
+/// Ready sockets taken from one epoll_wait.
+const EVENTS: usize = 256;
+/// The epoll token of the reactor's own wake eventfd (readers' ids count up from 0).
+const WAKE: u64 = u64::MAX;
+
+/// Why a reader stopped.
 #[derive(Debug)]
 enum End {
     /// The peer announced a frame size outside `4..=max_frame_bytes`.
     Size(i32),
     /// EOF after this many bytes of the current frame, its size prefix included (0: between frames).
     Eof(usize),
-    /// poll(2) or recv(2) failed.
+    /// epoll or recv(2) failed.
     Os(io::Error),
-    /// A panic in the thread (a bug).
+    /// A panic while serving this reader (a bug).
     Panic(String),
-    /// `close()` asked it to stop: nothing to report.
-    Closed,
 }
 
 impl End {
@@ -57,7 +75,6 @@ impl End {
                 err.to_string(),
             ),
             End::Panic(message) => ("native", 0, message.clone()),
-            End::Closed => ("closed", 0, String::new()),
         };
         PyTuple::new(
             py,
@@ -70,29 +87,24 @@ impl End {
     }
 }
 
-/// What the thread has received and not yet handed out.
+/// What the reactor has received for one reader and not yet handed out.
 #[derive(Default)]
 struct Inbox {
     frames: VecDeque<Vec<u8>>,
     end: Option<End>,
 }
 
-/// The state the thread and the Python object share.
+/// The state the reactor and the Python object share.
 struct Shared {
     inbox: Mutex<Inbox>,
     /// Signalled (eventfd) when a frame or the end is queued: the event loop's `add_reader` fd.
     notify: OwnedFd,
-    /// Signalled by `close()`; the thread polls it beside the socket.
-    wake: OwnedFd,
-    closing: AtomicBool,
 }
 
 impl Shared {
     fn inbox(&self) -> MutexGuard<'_, Inbox> {
         // A panic while holding the lock left only whole frames behind: keep using them.
-        self.inbox
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inbox)
     }
 
     fn push(&self, frame: Vec<u8>) {
@@ -112,13 +124,19 @@ impl Shared {
         signal(self.notify.as_raw_fd());
     }
 
-    /// Every queued frame, and the end once (None while the thread runs or after it was handed out).
+    /// Every queued frame, and the end once (None while the reader runs or after it was handed out).
     fn take(&self) -> (VecDeque<Vec<u8>>, Option<End>) {
         let mut inbox = self.inbox();
         reset(self.notify.as_raw_fd());
-        let end = inbox.end.take().filter(|end| !matches!(end, End::Closed));
+        let end = inbox.end.take();
         (std::mem::take(&mut inbox.frames), end)
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn eventfd() -> io::Result<OwnedFd> {
@@ -143,133 +161,345 @@ fn reset(fd: RawFd) {
     unsafe { libc::read(fd, (&mut count as *mut u64).cast(), 8) };
 }
 
-/// The thread's side: one socket, read frame by frame until EOF, an error, a bad size or close.
-struct Receiver<'a> {
-    shared: &'a Shared,
-    socket: &'a OwnedFd,
-    max_frame_bytes: usize,
+/// epoll_ctl(2) ADD (readable, level-triggered) or DEL of `fd` under `token`.
+fn epoll_ctl(epoll: &OwnedFd, op: c_int, fd: RawFd, token: u64) -> io::Result<()> {
+    let mut event = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: token,
+    };
+    // SAFETY: event is a live epoll_event (ignored by DEL); bad fds fail with an errno.
+    if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), op, fd, &mut event) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
-impl Receiver<'_> {
-    fn run(&self) -> End {
-        loop {
-            let mut header = [0u8; 4];
-            if let Err(end) = self.fill(header.as_mut_ptr(), 4, 0) {
-                return end;
-            }
-            let size = i32::from_be_bytes(header);
-            let len = match usize::try_from(size) {
-                Ok(len) if (4..=self.max_frame_bytes).contains(&len) => len,
-                _ => return End::Size(size),
+/// One reader as the reactor sees it: its socket and where it is in the current frame.
+struct Conn {
+    shared: Arc<Shared>,
+    socket: OwnedFd,
+    max_frame_bytes: usize,
+    header: [u8; 4],
+    /// Bytes of `header` received; 4 once the body is being received into `body`.
+    header_got: usize,
+    /// The frame being received: length the bytes received so far, capacity at least `frame_len`.
+    body: Vec<u8>,
+    /// The size the peer announced for the current frame.
+    frame_len: usize,
+}
+
+impl Conn {
+    /// Receive what the socket has, up to `TURN_BYTES`; `Some` when this reader is done.
+    fn receive(&mut self) -> Option<End> {
+        let mut budget = TURN_BYTES;
+        while budget > 0 {
+            let n = if self.header_got < 4 {
+                let got = self.header_got;
+                let rest = self.header[got..].as_mut_ptr();
+                match self.recv(rest, 4 - got) {
+                    Ok(Some(n)) => n,
+                    Ok(None) => return None,
+                    Err(end) => return Some(end),
+                }
+            } else {
+                let want = (self.frame_len - self.body.len()).min(budget);
+                // SAFETY: the reserved capacity is at least frame_len, so at least `want` bytes
+                // are spare from len on.
+                let spare = unsafe { self.body.as_mut_ptr().add(self.body.len()) };
+                match self.recv(spare, want) {
+                    Ok(Some(n)) => {
+                        // SAFETY: recv initialized these n <= want bytes of the spare capacity.
+                        unsafe { self.body.set_len(self.body.len() + n) };
+                        n
+                    }
+                    Ok(None) => return None,
+                    Err(end) => return Some(end),
+                }
             };
-            let mut frame: Vec<u8> = Vec::new();
-            if let Err(err) = frame.try_reserve_exact(len) {
-                return End::Os(io::Error::new(io::ErrorKind::OutOfMemory, err.to_string()));
+            budget = budget.saturating_sub(n);
+            if self.header_got < 4 {
+                self.header_got += n;
+                if self.header_got == 4 {
+                    if let Err(end) = self.begin_body() {
+                        return Some(end);
+                    }
+                }
             }
-            if let Err(end) = self.fill(frame.as_mut_ptr(), len, 4) {
-                return end;
+            if self.header_got == 4 && self.body.len() == self.frame_len {
+                self.shared.push(std::mem::take(&mut self.body));
+                self.header_got = 0;
             }
-            // SAFETY: fill() wrote all `len` bytes of the reserved capacity.
-            unsafe { frame.set_len(len) };
-            self.shared.push(frame);
+        }
+        None // more may be there: level-triggered epoll says so next turn
+    }
+
+    /// The size is whole: check it and reserve exactly that much for the body.
+    fn begin_body(&mut self) -> Result<(), End> {
+        let size = i32::from_be_bytes(self.header);
+        let len = match usize::try_from(size) {
+            Ok(len) if (4..=self.max_frame_bytes).contains(&len) => len,
+            _ => return Err(End::Size(size)),
+        };
+        let mut body: Vec<u8> = Vec::new();
+        if let Err(err) = body.try_reserve_exact(len) {
+            return Err(End::Os(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                err.to_string(),
+            )));
+        }
+        self.body = body;
+        self.frame_len = len;
+        Ok(())
+    }
+
+    /// One recv(2) of at most `len` (> 0) bytes into `buf`: `Ok(None)` when nothing is there.
+    fn recv(&self, buf: *mut u8, len: usize) -> Result<Option<usize>, End> {
+        loop {
+            // SAFETY: buf has `len` writable bytes (part of `header` or of the Vec's spare
+            // capacity); MSG_DONTWAIT because the fd shares its file description with asyncio.
+            let n =
+                unsafe { libc::recv(self.socket.as_raw_fd(), buf.cast(), len, libc::MSG_DONTWAIT) };
+            if n > 0 {
+                return Ok(Some(n as usize));
+            }
+            if n == 0 {
+                let before = if self.header_got < 4 {
+                    self.header_got
+                } else {
+                    4 + self.body.len()
+                };
+                return Err(End::Eof(before));
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::WouldBlock => return Ok(None),
+                io::ErrorKind::Interrupted => {}
+                _ => return Err(End::Os(err)),
+            }
+        }
+    }
+}
+
+/// What the Python side asks of the reactor; each is answered once it is done.
+enum Command {
+    Add {
+        id: u64,
+        conn: Box<Conn>,
+        done: mpsc::Sender<io::Result<()>>,
+    },
+    Remove {
+        id: u64,
+        done: mpsc::Sender<()>,
+    },
+}
+
+#[derive(Default)]
+struct Queue {
+    commands: Vec<Command>,
+    /// The reactor thread is gone (a bug): commands are refused and a new reactor is started.
+    dead: bool,
+}
+
+/// The process's I/O thread: one epoll instance for every reader, and a command queue.
+struct Reactor {
+    epoll: OwnedFd,
+    /// Signalled when a command is queued; registered in `epoll` as `WAKE`.
+    wake: OwnedFd,
+    queue: Mutex<Queue>,
+    next_id: AtomicU64,
+    /// The process that started it: after fork(2) the thread is not there.
+    pid: u32,
+}
+
+/// The running reactor, started by the first reader.
+static REACTOR: Mutex<Option<Arc<Reactor>>> = Mutex::new(None);
+
+fn reactor() -> io::Result<Arc<Reactor>> {
+    let mut current = lock(&REACTOR);
+    if let Some(reactor) = current.as_ref() {
+        if reactor.pid == std::process::id() && !lock(&reactor.queue).dead {
+            return Ok(Arc::clone(reactor));
+        }
+    }
+    // SAFETY: epoll_create1(2) has no memory arguments; a non-negative result is a new fd we own.
+    let epoll = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if epoll < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: epoll was just created and is owned by nobody else.
+    let epoll = unsafe { OwnedFd::from_raw_fd(epoll) };
+    let wake = eventfd()?;
+    epoll_ctl(&epoll, libc::EPOLL_CTL_ADD, wake.as_raw_fd(), WAKE)?;
+    let reactor = Arc::new(Reactor {
+        epoll,
+        wake,
+        queue: Mutex::new(Queue::default()),
+        next_id: AtomicU64::new(0),
+        pid: std::process::id(),
+    });
+    let for_thread = Arc::clone(&reactor);
+    // Detached: it lives as long as the process (see the module docs).
+    std::thread::Builder::new()
+        .name("aiokafka-frames".to_owned())
+        .spawn(move || for_thread.run())?;
+    *current = Some(Arc::clone(&reactor));
+    Ok(reactor)
+}
+
+impl Reactor {
+    /// Queue a command and wake the thread; false (the command dropped) when the thread is gone.
+    fn send(&self, command: Command) -> bool {
+        let mut queue = lock(&self.queue);
+        if queue.dead {
+            return false;
+        }
+        queue.commands.push(command);
+        drop(queue);
+        signal(self.wake.as_raw_fd());
+        true
+    }
+
+    /// Serve `socket` for `shared` from now on; returns its id once the reactor has registered it.
+    fn add(&self, shared: Arc<Shared>, socket: OwnedFd, max_frame_bytes: usize) -> io::Result<u64> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let conn = Box::new(Conn {
+            shared,
+            socket,
+            max_frame_bytes,
+            header: [0; 4],
+            header_got: 0,
+            body: Vec::new(),
+            frame_len: 0,
+        });
+        let (done, answer) = mpsc::channel();
+        self.send(Command::Add { id, conn, done });
+        // No answer: the thread is gone and dropped the command (and with it the socket).
+        let gone = || Err(io::Error::other("the frame reader's I/O thread is gone"));
+        answer.recv().unwrap_or_else(|_| gone()).map(|()| id)
+    }
+
+    /// Stop serving reader `id` and close its socket; returns when the reactor has done so.
+    fn remove(&self, id: u64) {
+        let (done, answer) = mpsc::channel();
+        if self.send(Command::Remove { id, done }) {
+            // Err: the thread died, and closed every socket as it went.
+            let _ = answer.recv();
         }
     }
 
-    /// Receive exactly `len` bytes into `buf`; `before` bytes of this frame were received already.
-    fn fill(&self, buf: *mut u8, len: usize, before: usize) -> Result<(), End> {
-        let mut got = 0;
-        while got < len {
-            if self.shared.closing.load(Ordering::Acquire) {
-                return Err(End::Closed);
-            }
-            // SAFETY: buf has `len` writable bytes (a live array or reserved Vec capacity);
-            // MSG_DONTWAIT because the fd shares its (non-blocking) file description with asyncio.
+    /// The thread's body: serve until epoll itself fails (a bug), then end every reader.
+    fn run(&self) {
+        let mut conns: HashMap<u64, Conn> = HashMap::new();
+        let end = match catch_unwind(AssertUnwindSafe(|| self.serve(&mut conns))) {
+            Ok(err) => End::Os(err),
+            Err(payload) => End::Panic(panic_message(payload.as_ref())),
+        };
+        let dropped = {
+            let mut queue = lock(&self.queue);
+            queue.dead = true;
+            std::mem::take(&mut queue.commands) // their senders dropped: nobody waits forever
+        };
+        drop(dropped);
+        let message = match &end {
+            End::Os(err) => format!("the I/O thread stopped: {err}"),
+            End::Panic(message) => message.clone(),
+            _ => String::new(),
+        };
+        for (_, conn) in conns.drain() {
+            let shared = Arc::clone(&conn.shared);
+            drop(conn);
+            shared.finish(End::Panic(message.clone()));
+        }
+    }
+
+    /// Wait for ready sockets and commands, forever; returns only epoll_wait's failure.
+    fn serve(&self, conns: &mut HashMap<u64, Conn>) -> io::Error {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
+        loop {
+            // SAFETY: events is a live buffer of EVENTS epoll_event.
             let n = unsafe {
-                libc::recv(
-                    self.socket.as_raw_fd(),
-                    buf.add(got).cast(),
-                    len - got,
-                    libc::MSG_DONTWAIT,
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    EVENTS as c_int,
+                    -1,
                 )
             };
-            match n {
-                0 => return Err(End::Eof(before + got)),
-                n if n > 0 => got += n as usize,
-                _ => {
-                    let err = io::Error::last_os_error();
-                    match err.kind() {
-                        io::ErrorKind::WouldBlock => self.wait()?,
-                        io::ErrorKind::Interrupted => {}
-                        _ => return Err(End::Os(err)),
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return err;
+            }
+            let ready = &events[..n as usize];
+            // Commands first: a reader removed in this turn is not served in it.
+            if ready.iter().any(|event| event.u64 == WAKE) {
+                reset(self.wake.as_raw_fd());
+                self.obey(conns);
+            }
+            for event in ready {
+                let id = event.u64;
+                let Some(conn) = conns.get_mut(&id) else {
+                    continue; // the wake fd, or a reader that ended earlier in this turn
+                };
+                let end = catch_unwind(AssertUnwindSafe(|| conn.receive()))
+                    .unwrap_or_else(|payload| Some(End::Panic(panic_message(payload.as_ref()))));
+                if let Some(end) = end {
+                    if let Some(shared) = self.retire(conns, id) {
+                        shared.finish(end); // after the dup is closed, as a thread's end was
                     }
                 }
             }
         }
-        Ok(())
     }
 
-    /// Wait until the socket is readable (or broken) or `close()` wakes us.
-    fn wait(&self) -> Result<(), End> {
-        let mut fds = [
-            libc::pollfd {
-                fd: self.socket.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.shared.wake.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        loop {
-            // SAFETY: fds is a live array of two pollfd.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if n >= 0 {
-                break;
-            }
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(End::Os(err));
+    fn obey(&self, conns: &mut HashMap<u64, Conn>) {
+        let commands = std::mem::take(&mut lock(&self.queue).commands);
+        for command in commands {
+            match command {
+                Command::Add { id, conn, done } => {
+                    let fd = conn.socket.as_raw_fd();
+                    let added = epoll_ctl(&self.epoll, libc::EPOLL_CTL_ADD, fd, id);
+                    if added.is_ok() {
+                        conns.insert(id, *conn);
+                    }
+                    let _ = done.send(added);
+                }
+                Command::Remove { id, done } => {
+                    self.retire(conns, id);
+                    let _ = done.send(());
+                }
             }
         }
-        if fds[1].revents != 0 {
-            return Err(End::Closed);
-        }
-        if fds[0].revents & libc::POLLNVAL != 0 {
-            return Err(End::Os(io::Error::from_raw_os_error(libc::EBADF)));
-        }
-        Ok(()) // readable, or POLLHUP/POLLERR: the next recv says which
+    }
+
+    /// Deregister reader `id` and close its dup (in that order: epoll watches the file
+    /// description, which the caller's fd keeps open). Its `Shared`, if it was still served.
+    fn retire(&self, conns: &mut HashMap<u64, Conn>, id: u64) -> Option<Arc<Shared>> {
+        let conn = conns.remove(&id)?;
+        let _ = epoll_ctl(
+            &self.epoll,
+            libc::EPOLL_CTL_DEL,
+            conn.socket.as_raw_fd(),
+            id,
+        );
+        let shared = Arc::clone(&conn.shared);
+        drop(conn);
+        Some(shared)
     }
 }
 
-/// The thread's body: a panic is recorded as the end, never unwinds further.
-fn receive(shared: Arc<Shared>, socket: OwnedFd, max_frame_bytes: usize) {
-    let receiver = Receiver {
-        shared: &shared,
-        socket: &socket,
-        max_frame_bytes,
-    };
-    let end = catch_unwind(AssertUnwindSafe(|| receiver.run()))
-        .unwrap_or_else(|payload| End::Panic(panic_message(payload.as_ref())));
-    drop(socket); // our dup: closed as soon as the thread is done with it
-    shared.finish(end);
-}
-
-/// A running thread: stopping it wakes, joins and (with the last `Arc`) closes the eventfds.
+/// A served reader: dropping it deregisters it, closes its dup and (with the last `Arc`) its eventfd.
 struct Running {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    reactor: Arc<Reactor>,
+    id: u64,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.shared.closing.store(true, Ordering::Release);
-        signal(self.shared.wake.as_raw_fd());
-        if let Some(thread) = self.thread.take() {
-            // The thread catches its own panics: join cannot fail but for a bug in the catch.
-            let _ = thread.join();
-        }
+        self.reactor.remove(self.id);
     }
 }
 
@@ -284,20 +514,17 @@ fn start(fd: RawFd, max_frame_bytes: usize) -> io::Result<Running> {
     let shared = Arc::new(Shared {
         inbox: Mutex::new(Inbox::default()),
         notify: eventfd()?,
-        wake: eventfd()?,
-        closing: AtomicBool::new(false),
     });
-    let for_thread = Arc::clone(&shared);
-    let thread = std::thread::Builder::new()
-        .name("aiokafka-frames".to_owned())
-        .spawn(move || receive(for_thread, socket, max_frame_bytes))?;
+    let reactor = reactor()?;
+    let id = reactor.add(Arc::clone(&shared), socket, max_frame_bytes)?;
     Ok(Running {
         shared,
-        thread: Some(thread),
+        reactor,
+        id,
     })
 }
 
-/// One received frame handed out without a copy: a read-only buffer over the thread's `Vec`
+/// One received frame handed out without a copy: a read-only buffer over the reactor's `Vec`
 /// (`memoryview(frame)`), freed when the last view of it is released.
 #[pyclass(module = "aiokafka_lite._native", frozen)]
 pub struct Frame {
@@ -335,7 +562,7 @@ impl Frame {
     }
 }
 
-/// Receives a socket's response frames on a thread of its own (see the module docs).
+/// Receives a socket's response frames on the process's I/O thread (see the module docs).
 #[pyclass(module = "aiokafka_lite._native", frozen)]
 pub struct FrameReader {
     notify_fd: RawFd,
@@ -360,7 +587,7 @@ impl FrameReader {
                     "max_frame_bytes must be at least 4, not {max_frame_bytes}"
                 )));
             }
-            let running = start(fd, max_frame_bytes)?;
+            let running = py.allow_threads(|| start(fd, max_frame_bytes))?;
             let notify_fd = running.shared.notify.as_raw_fd();
             Ok(FrameReader {
                 notify_fd,
@@ -375,7 +602,7 @@ impl FrameReader {
     }
 
     /// `(frames, end)`: every frame received since the last call, in order, as `bytes` (one copy)
-    /// or with `copy=False` as `Frame` buffers (none); then the reason the thread ended as
+    /// or with `copy=False` as `Frame` buffers (none); then the reason the reader ended as
     /// `(kind, number, message)`, once, or None.
     #[pyo3(signature = (copy = true))]
     fn take<'py>(&self, py: Python<'py>, copy: bool) -> PyResult<Bound<'py, PyTuple>> {
@@ -401,7 +628,8 @@ impl FrameReader {
         })
     }
 
-    /// Stop the thread and close the fds; frames not yet taken are dropped. Idempotent.
+    /// Stop serving the socket and close the fds (synchronously); frames not yet taken are
+    /// dropped. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         guarded(py, "FrameReader.close", || {
             let running = self.running().take();
