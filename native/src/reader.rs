@@ -19,8 +19,9 @@
 //! `close()` (or dropping the reader) asks the reactor to deregister it and waits for the answer:
 //! when it returns, the dup is closed and the reactor never touches that reader again. The reactor
 //! only ever blocks in epoll_wait, and a command wakes it, so this is prompt.
-//! Fork: a child process starts a reactor of its own for its new readers (the parent's thread is
-//! not there); readers inherited across fork are not served in the child.
+//! Fork is not supported, only survived: a child process starts a reactor of its own for its new
+//! readers (the parent's thread is not there); readers inherited across fork are not served in the
+//! child, and their `close()` returns at once, leaving the child's copy of the dup open until exit.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -380,6 +381,9 @@ impl Reactor {
 
     /// Stop serving reader `id` and close its socket; returns when the reactor has done so.
     fn remove(&self, id: u64) {
+        if self.pid != std::process::id() {
+            return; // inherited across fork: no thread here to answer (see the module docs)
+        }
         let (done, answer) = mpsc::channel();
         if self.send(Command::Remove { id, done }) {
             // Err: the thread died, and closed every socket as it went.
