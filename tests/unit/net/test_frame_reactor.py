@@ -15,6 +15,8 @@ import random
 import select
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -319,3 +321,47 @@ def test_random_split_points_give_the_reference_frames(payloads: list[bytes], cu
         for ours, peer in made:
             ours.close()
             peer.close()
+
+
+EXIT_SCRIPT = """
+import socket, struct
+from aiokafka_lite._net import frame_thread
+pairs = [socket.socketpair() for _ in range(5)]
+readers = [frame_thread._FRAME_READER(ours.fileno(), 100) for ours, _ in pairs]
+pairs[0][1].sendall(b"\\x00\\x00\\x00\\x08half")  # one mid-frame
+readers[1].close()
+print("made", flush=True)
+"""
+
+
+def test_interpreter_exit_with_open_readers_does_not_hang() -> None:
+    done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "made"
+
+
+@pytest.mark.parametrize("pairs", [2], indirect=True)
+def test_a_forked_child_serves_its_own_readers(pairs: list[tuple[socket.socket, socket.socket]]) -> None:
+    """Fork is survived, not supported: the child's new reader works, an inherited one closes at once."""
+    inherited = reader_class()(pairs[0][0].fileno(), LIMIT)
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit status only
+        status = 1
+        try:
+            started = time.monotonic()
+            inherited.close()
+            fresh = Collected(reader_class()(pairs[1][0].fileno(), LIMIT))
+            pairs[1][1].sendall(framed(b"child"))
+            wait_all([fresh], lambda: bool(fresh.frames), timeout=10)
+            fresh.reader.close()
+            status = 0 if fresh.frames == [b"child"] and time.monotonic() - started < 5 else 2
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    collected = Collected(inherited)  # the parent's reader is unaffected
+    pairs[0][1].sendall(framed(b"parent"))
+    wait_all([collected], lambda: bool(collected.frames))
+    assert collected.frames == [b"parent"]
+    inherited.close()
