@@ -1,4 +1,4 @@
-"""The native FrameReader's process-wide I/O thread: many readers on one thread, each on its own.
+"""The native FrameReader's pool of I/O threads: many readers on a few threads, each on its own.
 
 Uses the extension's ``FrameReader`` directly (no event loop): a test waits on a reader's notify
 eventfd with ``select`` and takes its frames. The peers are blocking socketpair ends, written from
@@ -28,10 +28,11 @@ from hypothesis import strategies as st
 
 from aiokafka_lite._net import frame_thread
 from tests.decoders import require_native
+from tests.unit.net.frame_pool import io_threads, pool_size, run_child
 
 LIMIT = 8 * 1024 * 1024
-# The reactor's threads at most: one today; the brief allows a pool of min(cores, 4).
-POOL = min(os.cpu_count() or 1, 4)
+# The reactors' threads: min(available_parallelism, 4), started as readers need them.
+POOL = pool_size()
 
 
 @pytest.fixture(autouse=True)
@@ -39,10 +40,15 @@ def frame_reader_built() -> None:
     require_native()
     if not frame_thread.available():
         pytest.fail("the native extension has no FrameReader (an old build): rebuild it", pytrace=False)
-    # The I/O thread and its two fds exist from the first reader on: start it before counting fds.
-    ours, peer = socket.socketpair()
-    with ours, peer:
-        reader_class()(ours.fileno(), LIMIT).close()
+    # Each I/O thread and its two fds exist from its first reader on: start them all before counting
+    # fds (POOL readers at once fill every slot).
+    made = [socket.socketpair() for _ in range(POOL)]
+    readers = [reader_class()(ours.fileno(), LIMIT) for ours, _ in made]
+    for reader in readers:
+        reader.close()
+    for ours, peer in made:
+        ours.close()
+        peer.close()
 
 
 def reader_class() -> Any:
@@ -51,14 +57,6 @@ def reader_class() -> Any:
 
 def framed(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
-
-
-def io_threads() -> int:
-    count = 0
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(FileNotFoundError), open(f"/proc/self/task/{task}/comm") as comm:
-            count += comm.read().strip() == "aiokafka-frames"
-    return count
 
 
 def all_threads() -> int:
@@ -110,13 +108,13 @@ def pairs(request: pytest.FixtureRequest) -> Iterator[list[tuple[socket.socket, 
 def test_200_readers_are_served_by_the_pool_threads(pairs: list[tuple[socket.socket, socket.socket]]) -> None:
     before_all, before_io = all_threads(), io_threads()
     readers = [Collected(reader_class()(ours.fileno(), LIMIT)) for ours, _ in pairs]
-    assert 1 <= io_threads() <= POOL
+    assert io_threads() == POOL  # 200 readers >= POOL: every slot has its thread, and no more
     assert all_threads() - before_all <= POOL - before_io
     for index, (_, peer) in enumerate(pairs):
         peer.sendall(framed(struct.pack(">i", index)))
     wait_all(readers, lambda: all(len(r.frames) == 1 for r in readers))
     assert [r.frames for r in readers] == [[struct.pack(">i", i)] for i in range(len(pairs))]
-    assert io_threads() <= POOL
+    assert io_threads() == POOL
     for collected in readers:
         collected.reader.close()
 
@@ -365,3 +363,26 @@ def test_a_forked_child_serves_its_own_readers(pairs: list[tuple[socket.socket, 
     wait_all([collected], lambda: bool(collected.frames))
     assert collected.frames == [b"parent"]
     inherited.close()
+
+
+def test_one_reader_runs_one_thread_and_many_run_the_whole_pool() -> None:
+    """In a fresh process: 1 reader, 1 thread (also after it closed and another opened); k readers,
+    min(k, POOL) threads; never more; they stay after every reader closed."""
+    assert run_child("thread_counts") is None
+
+
+@pytest.mark.skipif(POOL < 2, reason="one core (available_parallelism 1): the pool is one thread")
+def test_two_readers_are_served_by_two_threads() -> None:
+    """A consumer's two fetch lanes: two readers are on two reactors, so two threads receive them."""
+    assert run_child("two_readers_two_threads") is None
+
+
+def test_the_fewest_readers_rule_refills_a_reactor_whose_readers_closed() -> None:
+    """Two readers per reactor; both on the last reactor close; the next two go to that reactor, the
+    thread count stays POOL, and the new and old readers all receive."""
+    assert run_child("refill") is None
+
+
+@pytest.mark.skipif(POOL < 2, reason="one core (available_parallelism 1): there is no other reactor to prefer")
+def test_a_reader_that_ended_and_was_closed_is_counted_down_once() -> None:
+    assert run_child("ended_then_closed_counts_once") is None
