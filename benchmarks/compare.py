@@ -4,6 +4,7 @@ For a change that must not cost speed (a refactoring): the working tree (or ``--
 the git revision ``--base REV``, exported with ``git archive`` into a temporary directory with this
 checkout's built native extension copied in. One broker, the data produced once, then N rounds; in
 each round every row runs once, old then new, each in its own process importing only its own tree.
+``--base-native``/``--new-native`` give a side another build of the extension (a change to native/ only).
 The figure that matters is new/old: the ratio of records/s within each round, median and min-max.
 """
 
@@ -53,11 +54,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the record decoder both sides run (default native)")
     parser.add_argument("--no-arrow", action="store_true", help="measure poll() only, not poll_arrow()")
     parser.add_argument("--no-peer", action="store_true", help=f"no {PEER} row")
+    parser.add_argument("--base-native", type=Path, default=None,
+                        help="the old side's built extension (.so) instead of this checkout's")
+    parser.add_argument("--new-native", type=Path, default=None,
+                        help="the new side's built extension (.so); with it the new side is exported too")
     parser.add_argument("--bootstrap", help="use this running broker instead of starting one")
     parser.add_argument("--save", action="store_true", help="also write benchmarks/results/compare-<time>.json")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.records < 1:
         parser.error("--rounds and --records must be at least 1")
+    for native in (args.base_native, args.new_native):
+        if native is not None and not native.is_file():
+            parser.error(f"{native}: no such built extension")
     return args
 
 
@@ -78,9 +86,9 @@ def _git(*args: str) -> str:
                           text=True).stdout.strip()
 
 
-def export_tree(revision: str, into: Path) -> str:
+def export_tree(revision: str, into: Path, native: Path | None = None) -> str:
     """``aiokafka_lite/`` at ``revision`` under ``into``, with this checkout's built extension(s) copied in
-    (git has no ``.so``); returns the short commit."""
+    (git has no ``.so``), or ``native`` as the extension; returns the short commit."""
     commit = _git("rev-parse", "--short", f"{revision}^{{commit}}")
     into.mkdir(parents=True)
     archive = subprocess.Popen(["git", "-C", throughput.ROOT, "archive", commit, "aiokafka_lite"],
@@ -94,15 +102,16 @@ def export_tree(revision: str, into: Path) -> str:
     for built in package.rglob("*.so"):
         target = into / "aiokafka_lite" / built.relative_to(package)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(built, target)
+        shutil.copy2(native if native is not None and built.name.startswith("_native.") else built, target)
     return commit
 
 
 def sides(args: argparse.Namespace, scratch: Path) -> tuple[Side, Side]:
-    old = Side("old", args.base, export_tree(args.base, scratch / "old"), str(scratch / "old"))
-    if args.new is None:
+    old = Side("old", args.base, export_tree(args.base, scratch / "old", args.base_native), str(scratch / "old"))
+    if args.new is None and args.new_native is None:
         return old, Side("new", WORKING_TREE, "", throughput.ROOT)
-    return old, Side("new", args.new, export_tree(args.new, scratch / "new"), str(scratch / "new"))
+    new = args.new or "HEAD"
+    return old, Side("new", new, export_tree(new, scratch / "new", args.new_native), str(scratch / "new"))
 
 
 def row_label(method: str, side: Side) -> str:
