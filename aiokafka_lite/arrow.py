@@ -91,10 +91,12 @@ class ArrowBatch:
         return f"ArrowBatch({self.num_rows} rows)"
 
 
-def build_arrow_batch(chunks: Sequence[RecordColumns]) -> ArrowBatch:
-    """One batch of the records of ``chunks``, in order (no chunks: an empty batch, full schema)."""
+def build_arrow_batch(chunks: Sequence[RecordColumns], *, values: bool = True) -> ArrowBatch:
+    """One batch of the records of ``chunks``, in order (no chunks: an empty batch, full schema).
+    ``values=False``: the native builder leaves the value column null-typed, for a caller that puts
+    decoded values there (the raw bytes are not copied for nothing)."""
     if native.active is not None:
-        return ArrowBatch(native.active.records_to_arrow([_native_chunk(c) for c in chunks]))
+        return ArrowBatch(native.active.records_to_arrow([_native_chunk(c) for c in chunks], values=values))
     check_available()
     return ArrowBatch(_build_with_pyarrow(chunks))
 
@@ -162,7 +164,7 @@ def batch_of(records: ConsumerRecords, value_type: Any = None, sink: Any = None)
     if column is None:
         return ArrowBatch(_build_with_pyarrow(chunks, value_type, None if sink is None else sink.python_value))
     pa = _pyarrow()
-    batch = build_arrow_batch(chunks).to_pyarrow()
+    batch = build_arrow_batch(chunks, values=False).to_pyarrow()
     return ArrowBatch(batch.set_column(1, pa.field("value", value_type), pa.array(column)))
 
 

@@ -309,7 +309,18 @@ fn binary_format(large: bool) -> &'static std::ffi::CStr {
     }
 }
 
-fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
+/// A column of `rows` nulls of Arrow's null type (no buffers): the place of a value column that
+/// the caller replaces with decoded values, so the raw bytes are not copied for nothing.
+fn null_column(rows: usize) -> Column {
+    Column {
+        length: rows,
+        null_count: rows,
+        buffers: Vec::new(),
+        children: Vec::new(),
+    }
+}
+
+fn build(chunks: &Bound<'_, PyAny>, with_values: bool) -> PyResult<ArrowRecords> {
     let chunks = chunks
         .try_iter()?
         .enumerate()
@@ -317,7 +328,12 @@ fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
         .collect::<PyResult<Vec<_>>>()?;
     let rows = chunks.iter().map(Chunk::len).sum();
     let (keys, keys_large) = binary_column(&chunks, true)?;
-    let (values, values_large) = binary_column(&chunks, false)?;
+    let (values, value_format) = if with_values {
+        let (column, large) = binary_column(&chunks, false)?;
+        (column, binary_format(large))
+    } else {
+        (null_column(rows), c"n")
+    };
     let (topic, topic_large) = topic_column(&chunks, rows)?;
     let (headers, headers_field) = headers_column(&chunks, rows)?;
     let columns = vec![
@@ -332,7 +348,7 @@ fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
     ];
     let fields = vec![
         Field::new(c"key", binary_format(keys_large), true),
-        Field::new(c"value", binary_format(values_large), true),
+        Field::new(c"value", value_format, true),
         Field::new(c"topic", if topic_large { c"U" } else { c"u" }, false),
         Field::new(c"partition", c"i", false),
         Field::new(c"offset", c"l", false),
@@ -358,10 +374,12 @@ fn build(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
     })
 }
 
-/// Chunks of record columns as one Arrow record batch (see the module documentation).
+/// Chunks of record columns as one Arrow record batch (see the module documentation); with
+/// `values=False` the value column is Arrow's null type, for a caller that puts decoded values there.
 #[pyfunction]
-fn records_to_arrow(chunks: &Bound<'_, PyAny>) -> PyResult<ArrowRecords> {
-    guarded(chunks.py(), "records_to_arrow", || build(chunks))
+#[pyo3(signature = (chunks, values=true))]
+fn records_to_arrow(chunks: &Bound<'_, PyAny>, values: bool) -> PyResult<ArrowRecords> {
+    guarded(chunks.py(), "records_to_arrow", || build(chunks, values))
 }
 
 /// Panics inside the exporter's guard, to prove a panic surfaces as NativeError (tests only).

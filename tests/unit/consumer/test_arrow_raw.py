@@ -112,6 +112,17 @@ def test_raw_and_made_chunks_mix_in_one_batch() -> None:
     assert _table([*mixed, legacy]).equals(_table([*(_made(c) for c in chunks), legacy]))
 
 
+def test_without_values_the_value_column_is_null_typed_and_the_rest_equal() -> None:
+    """poll_arrow() with decoded values asks for no raw value column (it would be thrown away)."""
+    for data in _inputs()[:V2_ONLY]:
+        for chunks in (_chunks(data, take=3), [_made(c) for c in _chunks(data)]):
+            whole = _table(chunks)
+            without = pa.record_batch(build_arrow_batch(chunks, values=False))
+            assert without.schema.field("value").type == pa.null()
+            assert without.column("value").null_count == without.num_rows == whole.num_rows
+            assert without.drop_columns(["value"]).equals(whole.drop_columns(["value"]))
+
+
 def test_columns_are_made_on_first_access_and_equal_the_python_decoders() -> None:
     for data in _inputs():
         for fetch_offset in (0, 2, 41):
