@@ -65,6 +65,12 @@ class SubscriptionState:
     topics: frozenset[str] = frozenset()
     pattern: re.Pattern[str] | None = None
     assignment: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    # False once a scan found every assigned partition fetchable (positioned, no reset pending, not
+    # paused, no callback awaited, not being revoked), until a method here may have changed that.
+    # poll() asks several of the questions below every call: with 10,000 partitions each scan cost
+    # milliseconds. Only this class's methods change those flags (a state's position is set
+    # elsewhere, but only from one offset to another).
+    _unsettled: bool = field(default=True, init=False, repr=False, compare=False)
 
     @classmethod
     def for_reset(cls, auto_offset_reset: str) -> SubscriptionState:
@@ -162,23 +168,34 @@ class SubscriptionState:
         """Replace the assignment, keeping the state of partitions that stay."""
         old = self.assignment
         self.assignment = {tp: old.get(tp) or PartitionState() for tp in partitions}
+        self._unsettled = True
 
     def assigned(self) -> set[TopicPartition]:
         return set(self.assignment)
 
     def set_awaiting_callback(self, tps: Iterable[TopicPartition], awaiting: bool) -> None:
+        self._unsettled = True
         for tp in tps:
             st = self.assignment.get(tp)
             if st is not None:
                 st.awaiting_callback = awaiting
 
     def set_pending_revocation(self, tps: Iterable[TopicPartition]) -> None:
+        self._unsettled = True
         for tp in tps:
             st = self.assignment.get(tp)
             if st is not None:
                 st.pending_revocation = True
 
+    def _settled(self) -> bool:
+        """Every assigned partition fetchable (see ``_unsettled``)."""
+        if self._unsettled:
+            self._unsettled = not all(st.fetchable for st in self.assignment.values())
+        return not self._unsettled
+
     def awaiting_callback(self) -> set[TopicPartition]:
+        if self._settled():
+            return set()
         return {tp for tp, st in self.assignment.items() if st.awaiting_callback}
 
     def state(self, tp: TopicPartition) -> PartitionState:
@@ -191,16 +208,22 @@ class SubscriptionState:
         return tp in self.assignment
 
     def fetchable(self) -> list[TopicPartition]:
+        if self._settled():
+            return list(self.assignment)
         return [tp for tp, st in self.assignment.items() if st.fetchable]
 
     def any_fetchable(self) -> bool:
-        return any(st.fetchable for st in self.assignment.values())
+        return bool(self.assignment) if self._settled() else any(st.fetchable for st in self.assignment.values())
 
     def needing_position(self) -> list[TopicPartition]:
         """Partitions without a position and no reset pending: their committed offset is needed."""
+        if self._settled():
+            return []
         return [tp for tp, st in self.assignment.items() if st.position is None and st.reset_to is None]
 
     def needing_reset(self) -> list[TopicPartition]:
+        if self._settled():
+            return []
         return [tp for tp, st in self.assignment.items() if st.reset_to is not None]
 
     def seek(self, tp: TopicPartition, offset: int, leader_epoch: int | None = None) -> None:
@@ -215,8 +238,10 @@ class SubscriptionState:
         st = self.state(tp)
         st.reset_to = strategy or self.default_reset
         st.position = None
+        self._unsettled = True
 
     def pause(self, tps: Iterable[TopicPartition]) -> None:
+        self._unsettled = True
         for tp in tps:
             self.state(tp).paused = True
 
@@ -225,6 +250,8 @@ class SubscriptionState:
             self.state(tp).paused = False
 
     def paused(self) -> set[TopicPartition]:
+        if self._settled():
+            return set()
         return {tp for tp, st in self.assignment.items() if st.paused}
 
     def consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:

@@ -161,7 +161,7 @@ class Fetcher:
         # A lane whose session is being closed gets nothing until that is answered.
         busy_lanes: Container[Lane] = self._in_flight.keys() | self._ending.keys() if self._ending else self._in_flight
         plans = self._planner.plan(loop.time(), self._buffer.completed,
-                                   self._buffer.ahead.keys() | self._in_flight_tps, busy_lanes, checks)
+                                   (self._in_flight_tps, self._buffer.ahead), busy_lanes, checks)
         assignment = self._subscription.assignment
         for node_id, targets in checks.items():  # before fetching on from that broker
             if (node_id, 0) in self._in_flight:

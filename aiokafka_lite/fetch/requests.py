@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Container, Iterable, Mapping, Set
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import filterfalse
 from typing import Any, NamedTuple, Protocol
 
 from .._net.metadata import BrokerInfo
@@ -128,18 +129,21 @@ class FetchPlanner:
         # tp -> (leader epoch in metadata, consumed epoch) its position was last checked at (KIP-320)
         self._epochs_checked: dict[TopicPartition, tuple[int, int]] = {}
 
-    def plan(self, now: float, completed: Mapping[TopicPartition, CompletedFetch], busy: Set[TopicPartition],
-             in_flight: Container[Lane], checks: dict[int, dict[TopicPartition, FetchTarget]]
-             ) -> dict[Lane, dict[TopicPartition, FetchTarget]]:
+    def plan(self, now: float, completed: Mapping[TopicPartition, CompletedFetch],
+             busy: Iterable[Container[TopicPartition]], in_flight: Container[Lane],
+             checks: dict[int, dict[TopicPartition, FetchTarget]]) -> dict[Lane, dict[TopicPartition, FetchTarget]]:
         """Per lane without a request ``in_flight``, what to fetch; ``checks`` gets, per leader, the
         positions to check with OffsetForLeaderEpoch before fetching on (KIP-320, for brokers without
         Fetch v12). ``completed``: the data being handed out; ``busy``: partitions with a fetch in
-        flight or fetched ahead."""
+        flight, partitions fetched ahead (each a container: none is copied into one set)."""
         plans: dict[Lane, dict[TopicPartition, FetchTarget]] = {}
         assignment = self._subscription.assignment
         spread = self._spread(now) if self._lanes.widest() > 1 else {}
-        for tp in self._subscription.fetchable():
-            if tp in busy or self._partition_backoff.get(tp, 0.0) > now:
+        candidates: Iterable[TopicPartition] = self._subscription.fetchable()
+        for held in busy:  # filtered in C: with thousands of partitions most are busy at each poll
+            candidates = filterfalse(held.__contains__, candidates)
+        for tp in candidates:
+            if self._partition_backoff.get(tp, 0.0) > now:
                 continue
             leader_epoch = self._cluster.leader_epoch_for(tp)  # once: both the check and the fetch need it
             check = self._epoch_check(tp, assignment[tp], leader_epoch)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiokafka_lite import OffsetAndMetadata, TopicPartition
 from aiokafka_lite.errors import IllegalStateError, InvalidArgumentError
@@ -267,3 +269,53 @@ def test_the_same_subscription_again_is_no_change():
     assert sub.subscribe_to([], re.compile(r"^a.*", re.IGNORECASE))
     with pytest.raises(InvalidArgumentError):
         sub.subscribe_to(["a"], r"^a.*")
+
+
+# -- the settled cache: poll()'s questions answered without a scan must be the scan's answers --------
+
+_PARTS = [TopicPartition("t", p) for p in range(4)]
+
+
+def _scanned(sub: SubscriptionState) -> tuple[object, ...]:
+    """What each question asks, computed from the partition states alone."""
+    states = sub.assignment.items()
+    return ([tp for tp, s in states if s.fetchable], any(s.fetchable for _, s in states),
+            [tp for tp, s in states if s.position is None and s.reset_to is None],
+            [tp for tp, s in states if s.reset_to is not None], {tp for tp, s in states if s.awaiting_callback},
+            {tp for tp, s in states if s.paused})
+
+
+def _answered(sub: SubscriptionState) -> tuple[object, ...]:
+    return (sub.fetchable(), sub.any_fetchable(), sub.needing_position(), sub.needing_reset(),
+            sub.awaiting_callback(), sub.paused())
+
+
+_STEPS = st.lists(st.tuples(
+    st.sampled_from(["assign", "seek", "reset", "pause", "resume", "await", "awaited", "revoke", "ask"]),
+    st.lists(st.sampled_from(_PARTS), max_size=4, unique=True)), max_size=40)
+
+
+@given(_STEPS)
+@settings(max_examples=300, deadline=None, database=None)
+def test_every_question_matches_a_scan_after_any_sequence_of_changes(
+        steps: list[tuple[str, list[TopicPartition]]]) -> None:
+    sub = SubscriptionState()
+    for op, tps in steps:
+        held = [tp for tp in tps if sub.is_assigned(tp)]
+        if op == "assign":
+            sub.set_assignment(tps)
+        elif op == "seek":
+            for tp in held:
+                sub.seek(tp, 5)
+        elif op == "reset":
+            for tp in held:
+                sub.request_reset(tp)
+        elif op == "pause":
+            sub.pause(held)
+        elif op == "resume":
+            sub.resume(held)
+        elif op in ("await", "awaited"):
+            sub.set_awaiting_callback(held, op == "await")
+        elif op == "revoke":
+            sub.set_pending_revocation(held)
+        assert _answered(sub) == _scanned(sub), (op, tps)  # "ask" only asks: the cache is set or kept

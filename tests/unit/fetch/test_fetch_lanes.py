@@ -305,16 +305,16 @@ async def test_the_planner_spreads_only_the_brokers_the_policy_gives_two_lanes()
     leaders = {tp: 1 + tp.partition % 2 for tp in TPS} | {TopicPartition("t", 4): 1, TopicPartition("t", 5): 2}
     policy = LanePolicy("auto")
     planner = FetchPlanner(FakeCluster(leaders), assigned(*leaders), 0.1, policy)
-    assert set(planner.plan(0.0, {}, set(), (), {})) == {(1, 0), (2, 0)}
+    assert set(planner.plan(0.0, {}, (), (), {})) == {(1, 0), (2, 0)}
     for _ in range(OPEN_AFTER_BUSY):
         policy.observe(1, busy=True, now=0.0)
-    plans = planner.plan(0.0, {}, set(), (), {})
+    plans = planner.plan(0.0, {}, (), (), {})
     assert {lane: sorted(tp.partition for tp in tps) for lane, tps in plans.items()} == {
         (1, 0): [0, 4], (1, 1): [2], (2, 0): [1, 3, 5]}
     # A partition with a fetch in flight on its old lane is planned on no lane.
     busy = {TopicPartition("t", 2)}
-    plans = planner.plan(0.0, {}, busy, (), {})
+    plans = planner.plan(0.0, {}, (busy,), (), {})
     assert all(not (tps.keys() & busy) for tps in plans.values())
     # A lane with its own request in flight gets nothing; the other lanes go on.
-    plans = planner.plan(0.0, {}, set(), {(1, 1)}, {})
+    plans = planner.plan(0.0, {}, (), {(1, 1)}, {})
     assert set(plans) == {(1, 0), (2, 0)}
