@@ -26,7 +26,7 @@ from typing import Any
 
 from benchmarks import throughput
 from benchmarks.brokers import describe, start_broker
-from benchmarks.data import SET_NAMES, Dataset, datasets, produce_dataset
+from benchmarks.data import SET_NAMES, Dataset, datasets, produce_dataset, scale_datasets
 from benchmarks.report import grid, median_and_spread
 
 RESULTS = Path(throughput.ROOT) / "benchmarks" / "results"
@@ -50,6 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="100 B records (default 1,000,000; 1 KB: N/5; 10 KB: N/25)")
     parser.add_argument("--sizes", nargs="+", choices=SIZES, default=list(DEFAULT_SIZES),
                         help=f"the data sets (default {', '.join(DEFAULT_SIZES)})")
+    parser.add_argument("--scale", action="store_true",
+                        help="also the scale set: N x 100 B over 1,200 partitions (200 topics x 6)")
     parser.add_argument("--decoder", choices=("native", "python"), default="native",
                         help="the record decoder both sides run (default native)")
     parser.add_argument("--no-arrow", action="store_true", help="measure poll() only, not poll_arrow()")
@@ -235,6 +237,8 @@ def run(args: argparse.Namespace, bootstrap: str, broker: str) -> dict[str, Any]
         _log(f"old: {old.label} in {old.tree}; new: {new.label} in {new.tree}")
         clients = rows(old, new, args.decoder, not args.no_arrow, not args.no_peer)
         sets = datasets(args.records, args.sizes)
+        if args.scale:
+            sets.append(scale_datasets(args.records)[1])
         for dataset in sets:
             _log(f"producing {dataset.describe()}")
             produce_dataset(bootstrap, dataset)

@@ -18,6 +18,11 @@ With ``--peers``, the same handler time in the other clients' natural best, side
 
 Each rate runs from the first handler call to the last one's end (the group join is not counted).
 Prints one JSON line: the rates, the ratios, and whether each key's records ran in offset order.
+
+With ``--rates`` (issue 43) it measures instead, on the same N records, each with a fresh group:
+plain ``poll()`` (first record to last); process() with a no-op handler (a coroutine that does not
+await) against that; and process() with the ``--handler-ms`` handler at each of ``--sweep``'s
+concurrencies against concurrency x (1000 / handler-ms) records/s, the rate the handlers allow.
 """
 
 from __future__ import annotations
@@ -134,6 +139,50 @@ def confluent_thread_pool(bootstrap: str, topic: str, seconds: float, target: in
     return {"handled": handled, "per_s": round(handled / (times["last"] - times["first"]), 1)}
 
 
+class NoOp(Clocked):
+    """A handler that does nothing and never awaits: process()'s own cost per record."""
+
+    async def __call__(self, record: Any) -> None:
+        now = time.monotonic()
+        if self.first is None:
+            self.first = now
+        self.handled += 1
+        self.last = now
+        if self.handled >= self.target:
+            self.reached.set()
+
+
+async def plain_poll(bootstrap: str, topic: str, target: int) -> float:
+    """records/s of poll() alone, first record to last."""
+    async with Consumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-{uuid.uuid4().hex[:8]}",
+                        enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
+        first: float | None = None
+        last, read = 0.0, 0
+        while read < target:
+            records = await consumer.poll(timeout=1.0)
+            if records:
+                last = time.monotonic()
+                first = last if first is None else first
+                read += len(records)
+    assert first is not None
+    return read / (last - first)
+
+
+def rates(bootstrap: str, topic: str, records: int, handler_ms: float, sweep: list[int]) -> dict[str, Any]:
+    poll_rate = asyncio.run(plain_poll(bootstrap, topic, records))
+    noop = asyncio.run(measure(bootstrap, topic, NoOp(0.0, records)))
+    out: dict[str, Any] = {"records": records, "poll_per_s": round(poll_rate), "noop_process_per_s": round(noop.rate()),
+                           "noop_vs_poll": round(noop.rate() / poll_rate, 3), "handler_ms": handler_ms, "sweep": []}
+    for concurrency in sweep:
+        allowed = concurrency * 1000 / handler_ms
+        target = min(records, max(2_000, int(allowed * 5)))  # about 5 s at the allowed rate
+        handler = asyncio.run(measure(bootstrap, topic, Clocked(handler_ms / 1000, target), concurrency=concurrency))
+        out["sweep"].append({"concurrency": concurrency, "records": handler.handled, "per_s": round(handler.rate()),
+                             "allowed_per_s": round(allowed), "vs_allowed": round(handler.rate() / allowed, 3),
+                             "vs_poll": round(handler.rate() / poll_rate, 3), "key_order_kept": handler.in_key_order()})
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.processing")
     parser.add_argument("--records", type=int, default=100_000)
@@ -142,6 +191,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--baseline-records", type=int, default=1_800)
     parser.add_argument("--peers", action="store_true", help="also aiokafka and confluent-kafka (see above)")
+    parser.add_argument("--rates", action="store_true", help="poll() vs process() rates instead (see above)")
+    parser.add_argument("--sweep", type=int, nargs="+", default=[10, 50, 200, 1000],
+                        help="--rates: the concurrencies (default 10 50 200 1000)")
     args = parser.parse_args(argv)
     seconds = args.handler_ms / 1000
     with start_broker("kafka") as broker:
@@ -149,6 +201,10 @@ def main(argv: list[str] | None = None) -> None:
         topic = f"processing-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, partitions=PARTITIONS)
         produce(bootstrap, topic, [(f"k{i % args.keys}", str(i)) for i in range(args.records)])
+        if args.rates:
+            print(json.dumps({"broker": f"Apache Kafka {KAFKA_VERSION}", "keys": args.keys,
+                              **rates(bootstrap, topic, args.records, args.handler_ms, args.sweep)}))
+            return
         baseline = asyncio.run(measure(bootstrap, topic, Clocked(seconds, args.baseline_records),
                                        concurrency=PARTITIONS, ordering="partition"))
         fast = asyncio.run(measure(bootstrap, topic, Clocked(seconds, args.records),
