@@ -79,6 +79,7 @@ class Processor:
         self._listener_steps = 0
         self._listener_idle = asyncio.Event()
         self._ending = False
+        self._room_freed = asyncio.Event()  # set when a handler finishes: room for more records
 
     # ------------------------------------------------------------ public
 
@@ -132,8 +133,18 @@ class Processor:
                 self._apply_pressure()
                 room = pressure.room(self._held(), self.settings.bound)
                 limit = max(1, min(room, self._consumer.config.max_poll_records))
-                batch = await self._consumer.poll(self.settings.poll_timeout, max_records=limit)
+                self._room_freed.clear()
+                # Full, or under pressure (partitions paused by us): poll() is still called (KIP-62)
+                # but does not wait, since what ends the wait then is a handler finishing, not a
+                # record arriving. Quick handlers otherwise waited a whole poll_timeout each time
+                # the records held reached the bound.
+                pressed = not room or bool(self._paused_by_us)
+                batch = await self._consumer.poll(0 if pressed else self.settings.poll_timeout, max_records=limit)
                 await self._take(self._within(batch, room))
+                if pressed and not batch:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.settings.poll_timeout):
+                            await self._room_freed.wait()
                 now = loop.time()
                 if now >= next_commit:
                     next_commit = now + interval
@@ -314,6 +325,7 @@ class Processor:
             self._stop.set()
             return
         part.progress.finish(job.record.offset)
+        self._room_freed.set()
         waiting = part.lanes.get(job.lane)
         if waiting is None:
             return

@@ -546,3 +546,21 @@ async def test_cancelling_process_also_cancels_a_commit_under_way():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+
+
+@pytest.mark.asyncio
+async def test_quick_handlers_at_the_bound_do_not_wait_a_poll_timeout_for_room():
+    """At max_pending_records poll() is still called, without waiting: a handler finishing ends the
+    wait, not a record arriving. With a poll_timeout of 2 s, each of the 20 times the bound is
+    reached would otherwise cost 2 s (the run passes its 20 s deadline); stop() at the end may
+    still take one poll_timeout (it is noticed between polls)."""
+    fake = FakeConsumer.with_records(partitions=2, per_partition=1000, keys=2000)
+
+    async def handler(record) -> None:
+        pass
+
+    slow_polls = {**FAST, "poll_timeout": 2.0}
+    processor = Processor(fake, handler, concurrency=10, max_pending_records=100, **slow_polls)
+    result = await run_until(fake, processor, lambda: all_committed(fake))
+    assert result.processed == 2000
+    assert len(fake.poll_times) >= 20  # poll() went on being called at the bound (KIP-62)
