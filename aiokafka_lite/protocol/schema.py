@@ -54,6 +54,13 @@ class Struct:
     _plans: dict[int, tuple[tuple[Field, ...], dict[int, Field]]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # (version, flexible) -> this struct's encoder and decoder for it, made once (see _compile_*)
+    _encoders: dict[tuple[int, bool], Callable[[Writer, Mapping[str, Any]], None]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    _decoders: dict[tuple[int, bool], Callable[[Reader], dict[str, Any]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def plan(self, version: int) -> tuple[tuple[Field, ...], dict[int, Field]]:
         """The untagged fields in wire order and the tagged fields by tag, for one version."""
@@ -142,23 +149,61 @@ def decode_defaults(struct: Struct, version: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- encoding
 
+# A struct's encoder and decoder are made once per (version, flexible): the fields of that version
+# in wire order, each with the function that writes or reads its type, so that a message does not
+# look up its plan, test each value's type and find its primitive's method field by field (an idle
+# consumer sends and reads thousands of small requests a second).
+
 def encode_struct(w: Writer, struct: Struct, value: Mapping[str, Any], version: int, flexible: bool) -> None:
+    encoder = struct._encoders.get((version, flexible))
+    if encoder is None:
+        encoder = struct._encoders[(version, flexible)] = _compile_encoder(struct, version, flexible)
+    encoder(w, value)
+
+
+def _compile_encoder(struct: Struct, version: int, flexible: bool) -> Callable[[Writer, Mapping[str, Any]], None]:
     untagged, tagged = struct.plan(version)
-    for f in untagged:
-        v = _get(value, f, version)
-        if isinstance(f.type, Struct) and f.nullable_in(version):
-            # A nullable struct: a -1 (null) or 1 (present) marker byte first, as Kafka does.
-            w.int8(-1 if v is None else 1)
-            if v is None:
-                continue
-        _encode_value(w, f.type, v, version, flexible)
-    if flexible:
-        _encode_tagged(w, tagged, value, version)
+    # (field, its name, its writer, whether it is a nullable struct: a -1 / 1 marker byte first, as Kafka does)
+    steps = tuple((f, f.name, _value_encoder(f.type, version, flexible), isinstance(f.type, Struct)
+                   and f.nullable_in(version)) for f in untagged)
+
+    def encode(w: Writer, value: Mapping[str, Any]) -> None:
+        for f, name, write, nullable_struct in steps:
+            v = value.get(name, _MISSING)
+            if v is _MISSING:
+                v = default_value(f, version)
+            if nullable_struct:
+                w.int8(-1 if v is None else 1)
+                if v is None:
+                    continue
+            write(w, v)
+        if flexible:
+            _encode_tagged(w, tagged, value, version)
+
+    return encode
 
 
-def _get(value: Mapping[str, Any], f: Field, version: int) -> Any:
-    v = value.get(f.name, _MISSING)
-    return default_value(f, version) if v is _MISSING else v
+def _value_encoder(t: FieldType, version: int, flexible: bool) -> Callable[[Writer, Any], None]:
+    if isinstance(t, str):
+        return _ENCODERS[(t, flexible)]
+    if isinstance(t, Array):
+        write_item = _value_encoder(t.item, version, flexible)
+
+        def write_array(w: Writer, v: Any) -> None:
+            n = None if v is None else len(v)
+            if n is not None and n > MAX_ARRAY_LENGTH:
+                raise ProtocolEncodeError(f"an array of {n} elements is over Kafka's limit of {MAX_ARRAY_LENGTH} "
+                                          f"elements (brokers refuse the request)")
+            w.array_length(n, flexible)
+            for item in v or ():
+                write_item(w, item)
+
+        return write_array
+
+    def write_struct(w: Writer, v: Any) -> None:
+        encode_struct(w, t, v, version, flexible)
+
+    return write_struct
 
 
 _MISSING = object()
@@ -181,18 +226,7 @@ def _encode_tagged(w: Writer, tagged: dict[int, Field], value: Mapping[str, Any]
 
 
 def _encode_value(w: Writer, t: FieldType, v: Any, version: int, flexible: bool) -> None:
-    if isinstance(t, str):
-        _ENCODERS[(t, flexible)](w, v)
-    elif isinstance(t, Array):
-        n = None if v is None else len(v)
-        if n is not None and n > MAX_ARRAY_LENGTH:
-            raise ProtocolEncodeError(f"an array of {n} elements is over Kafka's limit of {MAX_ARRAY_LENGTH} "
-                                      f"elements (brokers refuse the request)")
-        w.array_length(n, flexible)
-        for item in v or ():
-            _encode_value(w, t.item, item, version, flexible)
-    else:
-        encode_struct(w, t, v, version, flexible)
+    _value_encoder(t, version, flexible)(w, v)
 
 
 def _enc(name: str) -> Callable[[Writer, Any], None]:
@@ -214,20 +248,54 @@ for _flex in (False, True):
 # ---------------------------------------------------------------- decoding
 
 def decode_struct(r: Reader, struct: Struct, version: int, flexible: bool) -> dict[str, Any]:
+    decoder = struct._decoders.get((version, flexible))
+    if decoder is None:
+        decoder = struct._decoders[(version, flexible)] = _compile_decoder(struct, version, flexible)
+    return decoder(r)
+
+
+def _compile_decoder(struct: Struct, version: int, flexible: bool) -> Callable[[Reader], dict[str, Any]]:
     untagged, tagged = struct.plan(version)
-    out: dict[str, Any] = {}
-    for f in untagged:
-        if isinstance(f.type, Struct) and f.nullable_in(version) and r.int8() < 0:
-            out[f.name] = None
-            continue
-        out[f.name] = _decode_value(r, f.type, version, flexible)
-    if flexible:
-        _decode_tagged(r, tagged, out, version)
-    if len(out) != len(struct.fields):
-        for f in struct.fields:
-            if f.name not in out:
-                out[f.name] = default_value(f, version)
-    return out
+    steps = tuple((f.name, _value_decoder(f.type, version, flexible), isinstance(f.type, Struct)
+                   and f.nullable_in(version)) for f in untagged)
+    fields, count = struct.fields, len(struct.fields)
+
+    def decode(r: Reader) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, read, nullable_struct in steps:
+            if nullable_struct and r.int8() < 0:
+                out[name] = None
+            else:
+                out[name] = read(r)
+        if flexible:
+            _decode_tagged(r, tagged, out, version)
+        if len(out) != count:  # fields this version lacks, tagged fields not sent: their defaults
+            for f in fields:
+                if f.name not in out:
+                    out[f.name] = default_value(f, version)
+        return out
+
+    return decode
+
+
+def _value_decoder(t: FieldType, version: int, flexible: bool) -> Callable[[Reader], Any]:
+    if isinstance(t, str):
+        return _DECODERS[(t, flexible)]
+    if isinstance(t, Array):
+        read_item = _value_decoder(t.item, version, flexible)
+
+        def read_array(r: Reader) -> list[Any] | None:
+            n = r.array_length(flexible)
+            if n < 0:
+                return None
+            return [read_item(r) for _ in range(n)]
+
+        return read_array
+
+    def read_struct(r: Reader) -> dict[str, Any]:
+        return decode_struct(r, t, version, flexible)
+
+    return read_struct
 
 
 def _decode_tagged(r: Reader, tagged: dict[int, Field], out: dict[str, Any], version: int) -> None:
@@ -245,14 +313,7 @@ def _decode_tagged(r: Reader, tagged: dict[int, Field], out: dict[str, Any], ver
 
 
 def _decode_value(r: Reader, t: FieldType, version: int, flexible: bool) -> Any:
-    if isinstance(t, str):
-        return _DECODERS[(t, flexible)](r)
-    if isinstance(t, Array):
-        n = r.array_length(flexible)
-        if n < 0:
-            return None
-        return [_decode_value(r, t.item, version, flexible) for _ in range(n)]
-    return decode_struct(r, t, version, flexible)
+    return _value_decoder(t, version, flexible)(r)
 
 
 def _dec(name: str) -> Callable[[Reader], Any]:
