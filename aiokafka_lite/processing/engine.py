@@ -134,10 +134,8 @@ class Processor:
                 room = pressure.room(self._held(), self.settings.bound)
                 limit = max(1, min(room, self._consumer.config.max_poll_records))
                 self._room_freed.clear()
-                # Full, or under pressure (partitions paused by us): poll() is still called (KIP-62)
-                # but does not wait, since what ends the wait then is a handler finishing, not a
-                # record arriving. Quick handlers otherwise waited a whole poll_timeout each time
-                # the records held reached the bound.
+                # Full or paused under pressure: poll() (KIP-62) without waiting, since a handler
+                # finishing ends this wait, not a record arriving (quick handlers waited poll_timeout).
                 pressed = not room or bool(self._paused_by_us)
                 batch = await self._consumer.poll(0 if pressed else self.settings.poll_timeout, max_records=limit)
                 await self._take(self._within(batch, room))
