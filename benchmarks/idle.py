@@ -20,12 +20,14 @@ from typing import Any
 from benchmarks.peers import PARTITIONS, InProcess, group_settings
 
 
-def _cpu() -> float:
+def cpu_seconds() -> float:
+    """This process's CPU time so far (user + system)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
-def _rss_mb() -> float:
+def rss_mb() -> float:
+    """This process's resident memory now, in MiB."""
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[1])
     return pages * resource.getpagesize() / 2**20
@@ -44,11 +46,11 @@ async def measure(spec: dict[str, Any]) -> dict[str, Any]:
             await member.poll(0.2)
         for _ in range(5):  # read what is there, so the rest is truly idle
             await member.poll(0.2)
-        cpu0, wall0 = _cpu(), time.monotonic()
+        cpu0, wall0 = cpu_seconds(), time.monotonic()
         while time.monotonic() - wall0 < spec["seconds"]:
             await member.poll(1.0)
-        cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
-        return {"seconds": wall, "cpu_seconds": cpu, "cpu_percent": 100 * cpu / wall, "rss_mb": _rss_mb(),
+        cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0
+        return {"seconds": wall, "cpu_seconds": cpu, "cpu_percent": 100 * cpu / wall, "rss_mb": rss_mb(),
                 "owned": member.owned()}
     finally:
         await member.close()

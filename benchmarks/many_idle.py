@@ -16,28 +16,17 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 import uuid
 from typing import Any
 
+from benchmarks.idle import cpu_seconds, rss_mb
 from benchmarks.peers import PARTITIONS, InProcess, group_settings
 
 CLIENTS = {"aiokafka-lite": "lite", "aiokafka": "aiokafka"}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as statm:
-        pages = int(statm.read().split()[1])
-    return pages * resource.getpagesize() / 2**20
 
 
 def _threads() -> int:
@@ -47,7 +36,7 @@ def _threads() -> int:
 async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     count, seconds = spec["consumers"], spec["seconds"]
     settings = group_settings(heartbeat_interval_ms=3000, session_timeout_ms=45000)
-    rss0 = _rss_mb()
+    rss0 = rss_mb()
     members = [InProcess(spec["client"], spec["bootstrap"], spec["topic"],
                          f"bench-many-idle-{uuid.uuid4().hex[:8]}", settings) for _ in range(count)]
     joined = time.monotonic()
@@ -76,10 +65,10 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
                 most_threads = max(most_threads, _threads())
                 await asyncio.sleep(0.5)
 
-        cpu0, wall0 = _cpu(), time.monotonic()
+        cpu0, wall0 = cpu_seconds(), time.monotonic()
         await asyncio.gather(sample(), *(idle(member) for member in members))
-        cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
-        rss = _rss_mb()
+        cpu, wall = cpu_seconds() - cpu0, time.monotonic() - wall0
+        rss = rss_mb()
         return {"consumers": count, "join_seconds": joined, "seconds": wall, "cpu_percent": 100 * cpu / wall,
                 "threads": _threads(), "threads_max": most_threads, "rss_mb": rss,
                 "rss_mb_per_consumer": (rss - rss0) / count,
