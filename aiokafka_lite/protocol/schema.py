@@ -166,6 +166,7 @@ def _compile_encoder(struct: Struct, version: int, flexible: bool) -> Callable[[
     # (field, its name, its writer, whether it is a nullable struct: a -1 / 1 marker byte first, as Kafka does)
     steps = tuple((f, f.name, _value_encoder(f.type, version, flexible), isinstance(f.type, Struct)
                    and f.nullable_in(version)) for f in untagged)
+    tagged_steps = tuple((tag, tagged[tag], _value_encoder(tagged[tag].type, version, True)) for tag in sorted(tagged))
 
     def encode(w: Writer, value: Mapping[str, Any]) -> None:
         for f, name, write, nullable_struct in steps:
@@ -178,7 +179,7 @@ def _compile_encoder(struct: Struct, version: int, flexible: bool) -> Callable[[
                     continue
             write(w, v)
         if flexible:
-            _encode_tagged(w, tagged, value, version)
+            _encode_tagged(w, tagged_steps, value, version)
 
     return encode
 
@@ -209,24 +210,21 @@ def _value_encoder(t: FieldType, version: int, flexible: bool) -> Callable[[Writ
 _MISSING = object()
 
 
-def _encode_tagged(w: Writer, tagged: dict[int, Field], value: Mapping[str, Any], version: int) -> None:
+def _encode_tagged(w: Writer, tagged_steps: Sequence[tuple[int, Field, Callable[[Writer, Any], None]]],
+                   value: Mapping[str, Any], version: int) -> None:
+    """The tagged fields (tag order) whose value is not their default."""
     present = []
-    for tag in sorted(tagged):
-        f = tagged[tag]
+    for tag, f, write in tagged_steps:
         v = value.get(f.name, _MISSING)
         if v is not _MISSING and v != default_value(f, version):
-            present.append((tag, f, v))
+            present.append((tag, write, v))
     w.uvarint(len(present))
-    for tag, f, v in present:
+    for tag, write, v in present:
         inner = Writer()
-        _encode_value(inner, f.type, v, version, True)
+        write(inner, v)
         w.uvarint(tag)
         w.uvarint(len(inner.buf))
         w.raw(inner.buf)
-
-
-def _encode_value(w: Writer, t: FieldType, v: Any, version: int, flexible: bool) -> None:
-    _value_encoder(t, version, flexible)(w, v)
 
 
 def _enc(name: str) -> Callable[[Writer, Any], None]:
@@ -258,6 +256,7 @@ def _compile_decoder(struct: Struct, version: int, flexible: bool) -> Callable[[
     untagged, tagged = struct.plan(version)
     steps = tuple((f.name, _value_decoder(f.type, version, flexible), isinstance(f.type, Struct)
                    and f.nullable_in(version)) for f in untagged)
+    tagged_readers = {tag: (f.name, _value_decoder(f.type, version, True)) for tag, f in tagged.items()}
     fields, count = struct.fields, len(struct.fields)
 
     def decode(r: Reader) -> dict[str, Any]:
@@ -268,7 +267,7 @@ def _compile_decoder(struct: Struct, version: int, flexible: bool) -> Callable[[
             else:
                 out[name] = read(r)
         if flexible:
-            _decode_tagged(r, tagged, out, version)
+            _decode_tagged(r, tagged_readers, out)
         if len(out) != count:  # fields this version lacks, tagged fields not sent: their defaults
             for f in fields:
                 if f.name not in out:
@@ -298,22 +297,20 @@ def _value_decoder(t: FieldType, version: int, flexible: bool) -> Callable[[Read
     return read_struct
 
 
-def _decode_tagged(r: Reader, tagged: dict[int, Field], out: dict[str, Any], version: int) -> None:
+def _decode_tagged(r: Reader, tagged_readers: Mapping[int, tuple[str, Callable[[Reader], Any]]],
+                   out: dict[str, Any]) -> None:
     for _ in range(r.tagged_field_count()):
         tag = r.uvarint()
         size = r.uvarint()
-        f = tagged.get(tag)
-        if f is None or r.error is not None:
+        known = tagged_readers.get(tag)
+        if known is None or r.error is not None:
             r.skip(size)  # unknown tags are for newer clients: skip them
             continue
+        name, read = known
         end = r.pos + size
-        out[f.name] = _decode_value(r, f.type, version, True)
+        out[name] = read(r)
         if r.pos != end and r.error is None:
-            r.fail(f"tagged field {f.name} used {r.pos - end + size} of {size} bytes")
-
-
-def _decode_value(r: Reader, t: FieldType, version: int, flexible: bool) -> Any:
-    return _value_decoder(t, version, flexible)(r)
+            r.fail(f"tagged field {name} used {r.pos - end + size} of {size} bytes")
 
 
 def _dec(name: str) -> Callable[[Reader], Any]:
