@@ -30,6 +30,7 @@ from typing import Any
 from aiokafka_lite import Consumer
 from aiokafka_lite.testing.helpers import create_topic, produce
 from benchmarks.brokers import describe, start_broker
+from benchmarks.timed_read import read_timed
 
 PARTITIONS_PER_TOPIC = 1_000
 VALUE = b"x" * 100
@@ -58,26 +59,15 @@ def make_topics(bootstrap: str, partitions: int, per_partition: int) -> list[str
 async def read_all(bootstrap: str, topics: list[str], expected: int, timeout: float) -> dict[str, Any]:
     async with Consumer(*topics, bootstrap_servers=bootstrap, group_id=f"bench-parts-{uuid.uuid4().hex[:8]}",
                         auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
-        start = time.monotonic()
-        first: float | None = None
-        last = start
-        read = 0
-        while read < expected and time.monotonic() - start < timeout:
-            records = await consumer.poll(timeout=1.0)
-            if records:
-                now = time.monotonic()
-                first = now if first is None else first
-                last = now
-                read += len(records)
+        timed = await read_timed(consumer, expected, give_up=timeout)
         sessions = consumer.metrics()["fetch_sessions"]
     requests = sum(s["full_fetches"] + s["incremental_fetches"] for s in sessions.values())
     sent = sum(s["partitions_sent"] for s in sessions.values())
     full = sum(s["full_fetches"] for s in sessions.values())
     incremental = sum(s["incremental_fetches"] for s in sessions.values())
     partitions = sum(s["partitions"] for s in sessions.values())
-    return {"records": read, "complete": read == expected,
-            "records_per_s": read / (last - first) if first is not None and last > first else None,
-            "first_record_s": None if first is None else first - start,
+    return {"records": timed.records, "complete": timed.records == expected,
+            "records_per_s": timed.records_per_s, "first_record_s": timed.first_record_s,
             "full_fetches": full, "incremental_fetches": incremental, "session_partitions": partitions,
             "partitions_per_request": sent / requests if requests else None,
             "partitions_per_incremental": (sent - full * partitions) / incremental if incremental else None}

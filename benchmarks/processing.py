@@ -41,6 +41,7 @@ from aiokafka_lite import Consumer
 from aiokafka_lite.processing import Processor
 from aiokafka_lite.testing.helpers import create_topic, produce
 from benchmarks.brokers import KAFKA_VERSION, start_broker
+from benchmarks.timed_read import read_timed
 
 PARTITIONS = 6
 
@@ -61,8 +62,11 @@ class Clocked:
             self.first = time.monotonic()
         self.by_key[(record.partition, record.key)].append(record.offset)
         await asyncio.sleep(self.seconds)
+        self._finished(time.monotonic())
+
+    def _finished(self, now: float) -> None:
         self.handled += 1
-        self.last = time.monotonic()
+        self.last = now
         if self.handled >= self.target:
             self.reached.set()
 
@@ -146,26 +150,16 @@ class NoOp(Clocked):
         now = time.monotonic()
         if self.first is None:
             self.first = now
-        self.handled += 1
-        self.last = now
-        if self.handled >= self.target:
-            self.reached.set()
+        self._finished(now)
 
 
 async def plain_poll(bootstrap: str, topic: str, target: int) -> float:
     """records/s of poll() alone, first record to last."""
     async with Consumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-{uuid.uuid4().hex[:8]}",
                         enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
-        first: float | None = None
-        last, read = 0.0, 0
-        while read < target:
-            records = await consumer.poll(timeout=1.0)
-            if records:
-                last = time.monotonic()
-                first = last if first is None else first
-                read += len(records)
-    assert first is not None
-    return read / (last - first)
+        timed = await read_timed(consumer, target)
+    assert timed.records_per_s is not None
+    return timed.records_per_s
 
 
 def rates(bootstrap: str, topic: str, records: int, handler_ms: float, sweep: list[int]) -> dict[str, Any]:

@@ -4,8 +4,9 @@
 
 On plaintext connections the native extension receives responses on its I/O threads; on TLS the
 event loop receives them (asyncio's SSL transport, OpenSSL decrypting on the loop's thread), while
-librdkafka decrypts on its broker threads. This measures what that costs: Apache Kafka 4.3.1 with a
-PLAINTEXT and an SSL listener (a certificate from a CA made for the run), the same records read by
+librdkafka decrypts on its broker threads. This measures what that costs: Apache Kafka (the testing
+package's default broker, 4.4.0) with a PLAINTEXT and an SSL listener (a certificate from a CA made
+for the run), the same records read by
 aiokafka-lite ``poll()`` and by confluent-kafka (tuned, as in ``benchmarks.run``) over each listener,
 alternating, each in its own process. Per row: records/s (first record to last) and the process's
 CPU seconds per million records; then TLS / plaintext for each client. ``--profile FILE`` writes a
@@ -25,13 +26,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from benchmarks.idle import cpu_seconds
+from benchmarks.timed_read import read_timed
+
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 6
 
 
 def _lite(spec: dict[str, Any]) -> dict[str, Any]:
     import asyncio
-    import resource
 
     from aiokafka_lite import Consumer, TopicPartition
 
@@ -42,19 +45,13 @@ def _lite(spec: dict[str, Any]) -> dict[str, Any]:
         await consumer.start()
         try:
             consumer.assign([TopicPartition(spec["topic"], p) for p in range(PARTITIONS)])
-            first: float | None = None
-            read = 0
-            while read < spec["records"]:
-                records = await consumer.poll(timeout=5.0)
-                if records and first is None:
-                    first = time.perf_counter()
-                read += len(records)
-            assert first is not None
-            return {"records": read, "seconds": time.perf_counter() - first}
+            timed = await read_timed(consumer, spec["records"], poll_timeout=5.0)
+            assert timed.first is not None
+            return {"records": timed.records, "seconds": timed.last - timed.first}
         finally:
             await consumer.close()
 
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = cpu_seconds()
     if spec.get("profile"):
         import cProfile
 
@@ -63,14 +60,11 @@ def _lite(spec: dict[str, Any]) -> dict[str, Any]:
         profiler.dump_stats(spec["profile"])
     else:
         result = asyncio.run(read())
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    result["cpu_seconds"] = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+    result["cpu_seconds"] = cpu_seconds() - cpu0
     return result
 
 
 def _confluent(spec: dict[str, Any]) -> dict[str, Any]:
-    import resource
-
     import confluent_kafka
 
     settings: dict[str, Any] = {"bootstrap.servers": spec["bootstrap"], "group.id": f"b-{uuid.uuid4().hex[:8]}",
@@ -78,7 +72,7 @@ def _confluent(spec: dict[str, Any]) -> dict[str, Any]:
                                 "fetch.queue.backoff.ms": 10}
     if spec["tls"]:
         settings.update({"security.protocol": "SSL", "ssl.ca.location": spec["ca"]})
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = cpu_seconds()
     consumer = confluent_kafka.Consumer(settings)
     try:
         consumer.assign([confluent_kafka.TopicPartition(spec["topic"], p, confluent_kafka.OFFSET_BEGINNING)
@@ -94,9 +88,7 @@ def _confluent(spec: dict[str, Any]) -> dict[str, Any]:
         seconds = time.perf_counter() - first
     finally:
         consumer.close()
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    return {"records": read, "seconds": seconds,
-            "cpu_seconds": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)}
+    return {"records": read, "seconds": seconds, "cpu_seconds": cpu_seconds() - cpu0}
 
 
 CLIENTS = {"aiokafka-lite": _lite, "confluent-kafka": _confluent}
