@@ -7,7 +7,6 @@ Each test runs a real loop over a socketpair (or loopback TCP for a reset); the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import os
 import random
@@ -26,7 +25,7 @@ from aiokafka_lite._net import frame_thread
 from aiokafka_lite._net.frame_thread import ThreadedFrames
 from aiokafka_lite.errors import KafkaConnectionError, NativeError, ProtocolDecodeError
 from tests.decoders import require_native
-from tests.unit.net.frame_pool import pool_size
+from tests.unit.net.frame_pool import io_threads, pool_size
 
 
 @pytest.fixture(autouse=True)
@@ -55,21 +54,12 @@ def run(factory: LoopFactory, main: Callable[[], Coroutine[Any, Any, None]]) -> 
         runner.run(main())
 
 
-def threads() -> int:
-    """The reader threads of this process (by their name, so other tests' threads do not count)."""
-    count = 0
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(FileNotFoundError), open(f"/proc/self/task/{task}/comm") as comm:
-            count += comm.read().strip() == "aiokafka-frames"
-    return count
-
-
 def threads_become(expected: int) -> bool:
-    """Whether threads() reaches ``expected`` within a second (a new thread names itself as it starts)."""
+    """Whether io_threads() reaches ``expected`` within a second (a new thread names itself as it starts)."""
     deadline = time.monotonic() + 1.0
-    while threads() != expected and time.monotonic() < deadline:
+    while io_threads() != expected and time.monotonic() < deadline:
         time.sleep(0.001)
-    return threads() == expected
+    return io_threads() == expected
 
 
 def framed(payload: bytes) -> bytes:
@@ -400,7 +390,7 @@ def test_no_thread_is_left_behind(loop_factory: LoopFactory) -> None:
 def test_a_dropped_reader_stops_its_thread_and_keeps_the_callers_socket(pair: Any) -> None:
     ours, peer = pair
     reader_class: Any = frame_thread._FRAME_READER
-    before = threads()  # earlier tests' reactors stay, with no reader left
+    before = io_threads()  # earlier tests' reactors stay, with no reader left
     reader = reader_class(ours.fileno(), 100)
     assert threads_become(max(before, 1))  # the first slot's reactor: started only if it was not
     del reader
