@@ -166,7 +166,9 @@ def _compile_encoder(struct: Struct, version: int, flexible: bool) -> Callable[[
     # (field, its name, its writer, whether it is a nullable struct: a -1 / 1 marker byte first, as Kafka does)
     steps = tuple((f, f.name, _value_encoder(f.type, version, flexible), isinstance(f.type, Struct)
                    and f.nullable_in(version)) for f in untagged)
-    tagged_steps = tuple((tag, tagged[tag], _value_encoder(tagged[tag].type, version, True)) for tag in sorted(tagged))
+    # (tag, name, default: a value equal to it is not sent, writer), in tag order; made once, as `steps`
+    tagged_steps = tuple((tag, tagged[tag].name, default_value(tagged[tag], version),
+                          _value_encoder(tagged[tag].type, version, True)) for tag in sorted(tagged))
 
     def encode(w: Writer, value: Mapping[str, Any]) -> None:
         for f, name, write, nullable_struct in steps:
@@ -179,7 +181,7 @@ def _compile_encoder(struct: Struct, version: int, flexible: bool) -> Callable[[
                     continue
             write(w, v)
         if flexible:
-            _encode_tagged(w, tagged_steps, value, version)
+            _encode_tagged(w, tagged_steps, value)
 
     return encode
 
@@ -210,13 +212,13 @@ def _value_encoder(t: FieldType, version: int, flexible: bool) -> Callable[[Writ
 _MISSING = object()
 
 
-def _encode_tagged(w: Writer, tagged_steps: Sequence[tuple[int, Field, Callable[[Writer, Any], None]]],
-                   value: Mapping[str, Any], version: int) -> None:
+def _encode_tagged(w: Writer, tagged_steps: Sequence[tuple[int, str, Any, Callable[[Writer, Any], None]]],
+                   value: Mapping[str, Any]) -> None:
     """The tagged fields (tag order) whose value is not their default."""
     present = []
-    for tag, f, write in tagged_steps:
-        v = value.get(f.name, _MISSING)
-        if v is not _MISSING and v != default_value(f, version):
+    for tag, name, default, write in tagged_steps:
+        v = value.get(name, _MISSING)
+        if v is not _MISSING and v != default:
             present.append((tag, write, v))
     w.uvarint(len(present))
     for tag, write, v in present:
