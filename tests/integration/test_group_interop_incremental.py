@@ -11,6 +11,7 @@ Java member leaves; none is lost, none committed twice.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from typing import Any
@@ -20,7 +21,7 @@ import pytest
 from aiokafka_lite import Consumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka_lite.errors import CommitFailedError, RebalanceInProgressError
 from aiokafka_lite.testing.helpers import create_topic, produce
-from aiokafka_lite.testing.java_clients import VerifiableConsumer
+from aiokafka_lite.testing.java_clients import VerifiableConsumer, run_kafka_tool
 
 from ._ledger import CommitLedger
 
@@ -73,7 +74,7 @@ class OurMember(ConsumerRebalanceListener):
         self.history: list[str] = []  # assignments and refused commits, for a failure's message
 
     def note(self, event: str) -> None:
-        self.history.append(f"{time.monotonic():.1f} {event}")
+        self.history.append(f"{time.time():.1f} {event}")
 
     async def _commit(self, partitions: set[int] | None = None) -> None:
         offsets = {p: o for p, o in self.uncommitted.items() if partitions is None or p in partitions}
@@ -121,14 +122,17 @@ class OurMember(ConsumerRebalanceListener):
 
 
 def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, Any], ledger: CommitLedger,
-                  stop: threading.Event, assigned: threading.Event) -> None:
+                  stop: threading.Event, assigned: threading.Event, history: list[str]) -> None:
     """librdkafka's member, with the same commit discipline as OurMember; ``assigned`` is set once it
-    holds partitions."""
+    holds partitions; ``history`` gets its assignments, for a failure's message."""
     import confluent_kafka
 
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", **settings})
+        "auto.offset.reset": "earliest", "client.id": "confluent", **settings})
+
+    def note(event: str, partitions: list[Any]) -> None:
+        history.append(f"{time.time():.1f} {event} {sorted(tp.partition for tp in partitions)}")
     uncommitted: dict[int, int] = {}
 
     def commit(partitions: set[int] | None = None) -> None:
@@ -151,16 +155,21 @@ def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, An
         ledger.released("confluent", partitions)
 
     def on_revoke(_consumer: Any, partitions: list[Any]) -> None:
+        note("revoked", partitions)
         gone = {tp.partition for tp in partitions}
         commit(gone)
         drop(gone)
 
     def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        note("assigned", partitions)
         if partitions:
             assigned.set()
 
-    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke,
-                       on_lost=lambda _c, ps: drop({tp.partition for tp in ps}))
+    def on_lost(_consumer: Any, partitions: list[Any]) -> None:
+        note("lost", partitions)
+        drop({tp.partition for tp in partitions})
+
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     try:
         while not stop.is_set():
             messages = [m for m in consumer.consume(BATCH, timeout=0.3) if m.error() is None]
@@ -177,6 +186,38 @@ def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, An
 
 def _histories(members: list[OurMember]) -> dict[str, list[str]]:
     return {m.name: m.history[-12:] for m in members}
+
+
+class LeaderLog(logging.Handler):
+    """Our leaders' "leader assigned" lines (with the claims they were given), for a failure's
+    message; topic names are left out, the test has one topic."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(logging.INFO)
+        self.topic = topic
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "leader assigned" in message:
+            what = message.split("leader ", 1)[1].replace(repr(self.topic) + ": ", "")
+            self.lines.append(f"{record.created:.1f} {what}")
+
+
+def _java_assignments(java: VerifiableConsumer) -> list[str]:
+    return [f"{e.get('timestamp', 0) / 1000:.1f} {e['name']} {sorted(p['partition'] for p in e['partitions'])}"
+            for e in java.events if e["name"] in ("partitions_assigned", "partitions_revoked", "partitions_lost")]
+
+
+def _story(members: list[OurMember], confluent: list[str], java: VerifiableConsumer, leader: LeaderLog,
+           broker: Any, group: str) -> str:
+    """Who held what and when, from every member's own account and our leaders' assignments; and
+    the group as the broker describes it now."""
+    described = run_kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                               ["--bootstrap-server", broker.bootstrap_servers, "--describe", "--group", group,
+                                "--members", "--verbose"], timeout=30)
+    return (f"ours: {_histories(members)}; confluent: {confluent[-12:]}; java: {_java_assignments(java)[-12:]}; "
+            f"leader: {leader.lines[-6:]}; described: {described.stdout.strip()} {described.stderr.strip()[-300:]}")
 
 
 async def _until(condition, timeout: float, what, members: list[asyncio.Task[None]]) -> None:
@@ -207,11 +248,17 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
     confluent_assigned = threading.Event()
 
     members: list[OurMember] = []
+    confluent_history: list[str] = []
+    leader = LeaderLog(unique_topic)
+    consumer_log = logging.getLogger("aiokafka_lite.consumer")
+    level = consumer_log.level
+    consumer_log.addHandler(leader)
+    consumer_log.setLevel(logging.INFO)
 
     def ours(index: int) -> asyncio.Task[None]:
         consumer = Consumer(bootstrap_servers=broker.bootstrap_servers, group_id=unique_group,
-                            enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=BATCH,
-                            **spec["ours"][index])
+                            client_id=f"lite-{index + 1}", enable_auto_commit=False,
+                            auto_offset_reset="earliest", max_poll_records=BATCH, **spec["ours"][index])
         m = OurMember(f"lite-{index + 1}", consumer, unique_topic, ledger)
         consumer.subscribe([unique_topic], listener=m)
         members.append(m)
@@ -220,14 +267,15 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
     java = VerifiableConsumer(broker.bootstrap_servers, unique_topic, unique_group, **spec["java"])
     tasks = [ours(0), ours(1), asyncio.create_task(asyncio.to_thread(
         run_confluent, broker.bootstrap_servers, unique_group, unique_topic, spec["confluent"], ledger,
-        stop_confluent, confluent_assigned))]
+        stop_confluent, confluent_assigned, confluent_history))]
+    story = lambda: _story(members, confluent_history, java, leader, broker, unique_group)  # noqa: E731
     try:
         await asyncio.to_thread(java.start)  # the JVM takes a second or two: not on the loop
         # Every member holds partitions before any record exists, or a member slow to join (librdkafka
         # under load) could find nothing left and the group would not be mixed.
         await _until(lambda: bool(java.assignment) and confluent_assigned.is_set()
                      and all(m.consumer.assignment() for m in members), 120,
-                     "our members, the Java one and librdkafka's holding partitions", tasks)
+                     lambda: f"our members, the Java one and librdkafka's holding partitions; {story()}", tasks)
         await asyncio.to_thread(produce, broker, unique_topic, ((None, b"x" * 20) for _ in range(RECORDS)),
                                 linger_ms=20)
         progress = lambda: ledger.total() + java.consumed_count()  # noqa: E731
@@ -237,15 +285,15 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
                              and all(ledger.by_member[m] > 0 for m in ("lite-1", "lite-2", "confluent")))
         await _until(lambda: progress() >= RECORDS // 4 and took_part(), 120,
                      lambda: f"a quarter of the records, every member taking part: {dict(ledger.by_member)}, "
-                             f"java read {java.consumed_count()}; ours: {_histories(members)}", tasks)
+                             f"java read {java.consumed_count()}; {story()}", tasks)
         tasks.append(ours(2))  # a member joins
         await _until(lambda: ledger.by_member["lite-3"] > 0 or progress() >= RECORDS * 3 // 4, 120,
-                     lambda: f"the joining member to take part; ours: {_histories(members)}", tasks)
+                     lambda: f"the joining member to take part; {story()}", tasks)
         # A member leaves (SIGTERM: the Java consumer closes, leaving the group).
         assert await asyncio.to_thread(java.stop), "the Java consumer did not shut down cleanly"
         try:
-            await _until(lambda: ledger.total() + _java_committed(java) >= RECORDS, 180, "every record committed",
-                         tasks)
+            await _until(lambda: ledger.total() + _java_committed(java) >= RECORDS, 180,
+                         lambda: f"every record committed; {story()}", tasks)
         except AssertionError as exc:
             java_ledger = CommitLedger()
             java_ledger.replay_java("java", java.events)
@@ -259,6 +307,8 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
         stop_ours.set()
         stop_confluent.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
+        consumer_log.removeHandler(leader)
+        consumer_log.setLevel(level)
     for result in results:
         if isinstance(result, BaseException):
             raise result

@@ -173,7 +173,7 @@ class CooperativeStickyAssignor:
         return _withhold_transfers(current, subscriptions, members)
 
 
-def _claim_generation(sub: ConsumerProtocolSubscription) -> int:
+def claim_generation(sub: ConsumerProtocolSubscription) -> int:
     """The generation in which the member owned its partitions (-1 if unknown)."""
     if sub.generation_id >= 0:
         return sub.generation_id
@@ -191,7 +191,7 @@ def _kept_partitions(subscriptions: Subscriptions, partitions_per_topic: Mapping
     for member, sub in subscriptions.items():
         for tp in set(sub.owned_partitions):
             if tp.topic in eligible[member] and 0 <= tp.partition < partitions_per_topic[tp.topic]:
-                claims.setdefault(tp, []).append((_claim_generation(sub), member))
+                claims.setdefault(tp, []).append((claim_generation(sub), member))
     kept: dict[str, set[TopicPartition]] = {m: set() for m in subscriptions}
     for tp, claimants in claims.items():
         newest = max(generation for generation, _ in claimants)
@@ -236,7 +236,7 @@ def _withhold_transfers(current: Mapping[str, set[TopicPartition]], subscription
     claims: dict[TopicPartition, list[tuple[int, str]]] = {}
     for member, sub in subscriptions.items():
         for tp in set(sub.owned_partitions):
-            claims.setdefault(tp, []).append((_claim_generation(sub), member))
+            claims.setdefault(tp, []).append((claim_generation(sub), member))
 
     def may_take(member: str, tp: TopicPartition) -> bool:
         claimants = claims.get(tp, [])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,7 @@ from ...protocol.messages import (
     SYNC_GROUP,
 )
 from ...structs import GroupMembershipOperation, OffsetAndMetadata, TopicPartition
-from .assignors import PartitionAssignor, lookup_assignor
+from .assignors import PartitionAssignor, claim_generation, lookup_assignor
 from .codes import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_MOVED,
@@ -226,8 +226,12 @@ class GroupCoordinator:
         partitions = {t: len(self.cluster.partitions_for(t) or ()) for t in all_topics}
         self._leader_counts = (self.membership.generation_id, partitions)
         result = assignor.assign(partitions, subscriptions)
-        log.info("group %s: leader assigned %s with %s", self.group_id,
-                 {mid: sorted(a.partitions()) for mid, a in result.items()}, protocol)
+        # The claims (owned partitions, and the generation they were owned in) with the result:
+        # what a sticky assignor kept or withheld can be read from this line alone.
+        log.info("group %s: leader assigned %s with %s; claims (generation, owned) %s", self.group_id,
+                 {mid: _by_topic(a.partitions()) for mid, a in result.items()}, protocol,
+                 {mid: (claim_generation(s), _by_topic(s.owned_partitions)) for mid, s in subscriptions.items()
+                  if s.owned_partitions})
         return {mid: cp.encode_assignment(a) for mid, a in result.items()}
 
     async def _sync(self, assignments: Mapping[str, bytes]) -> Assignment:
@@ -368,3 +372,11 @@ class _Retry(KafkaError):
     def __init__(self, why: str, *, backs_off: bool) -> None:
         super().__init__(why)
         self.backs_off = backs_off
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partitions as {topic: [numbers]}, for a log line a person can read."""
+    grouped: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return grouped
