@@ -10,6 +10,7 @@ counted exactly once overall: none lost, none committed twice.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -21,10 +22,14 @@ class CommitLedger:
         self._pending: dict[tuple[str, int], list[int]] = defaultdict(list)
         self.seen: Counter[tuple[int, int]] = Counter()
         self.by_member: Counter[str] = Counter()
+        self.last_read: dict[tuple[str, int], tuple[float, int]] = {}  # (member, partition) -> (when, offset)
 
     def read(self, member: str, partition: int, offsets: Iterable[int]) -> None:
         with self._lock:
-            self._pending[(member, partition)].extend(offsets)
+            pending = self._pending[(member, partition)]
+            pending.extend(offsets)
+            if pending:
+                self.last_read[(member, partition)] = (time.time(), pending[-1])
 
     def committed(self, member: str, offsets: Mapping[int, int]) -> None:
         """A successful commit: {partition: next offset to read}."""
@@ -64,6 +69,13 @@ class CommitLedger:
             counted = Counter(p for p, _o in self.seen)
             pending = {f"{m}/{p}": len(v) for (m, p), v in self._pending.items() if v}
         return f"counted per partition {dict(sorted(counted.items()))}, pending {pending}"
+
+    def readers(self) -> str:
+        """Per partition, who read it last, when, and up to which offset: who was really reading
+        what, whatever the assignments said."""
+        with self._lock:
+            reads = sorted(self.last_read.items(), key=lambda item: (item[0][1], item[1][0]))
+        return "; ".join(f"{p}: {member} {when:.1f} @{offset}" for (member, p), (when, offset) in reads)
 
     def duplicates(self) -> int:
         """Commits counted beyond the first, over every record."""

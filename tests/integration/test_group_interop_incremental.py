@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import threading
 import time
 from typing import Any
@@ -129,7 +130,7 @@ def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, An
 
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "client.id": "confluent", **settings})
+        "auto.offset.reset": "earliest", **settings})
 
     def note(event: str, partitions: list[Any]) -> None:
         history.append(f"{time.time():.1f} {event} {sorted(tp.partition for tp in partitions)}")
@@ -161,7 +162,7 @@ def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, An
         drop(gone)
 
     def on_assign(_consumer: Any, partitions: list[Any]) -> None:
-        note("assigned", partitions)
+        note(f"assigned ({consumer.memberid()})", partitions)
         if partitions:
             assigned.set()
 
@@ -210,13 +211,17 @@ def _java_assignments(java: VerifiableConsumer) -> list[str]:
 
 
 def _story(members: list[OurMember], confluent: list[str], java: VerifiableConsumer, leader: LeaderLog,
-           broker: Any, group: str) -> str:
+           ledger: CommitLedger, broker: Any, group: str) -> str:
     """Who held what and when, from every member's own account and our leaders' assignments; and
     the group as the broker describes it now."""
     described = run_kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
                                ["--bootstrap-server", broker.bootstrap_servers, "--describe", "--group", group,
                                 "--members", "--verbose"], timeout=30)
-    return (f"ours: {_histories(members)}; confluent: {confluent[-12:]}; java: {_java_assignments(java)[-12:]}; "
+    holding = {m.name: sorted(tp.partition for tp in m.consumer.assignment()) for m in members}
+    return (f"ours: {_histories(members)}, holding {holding}; "
+            f"confluent: {confluent[-12:]}; java: {_java_assignments(java)[-12:]}; "
+            f"commits counted {ledger.total()}, twice {ledger.duplicates()}, {ledger.describe()}; "
+            f"last read per partition {ledger.readers()}; "
             f"leader: {leader.lines[-6:]}; described: {described.stdout.strip()} {described.stderr.strip()[-300:]}")
 
 
@@ -256,9 +261,12 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
     consumer_log.setLevel(logging.INFO)
 
     def ours(index: int) -> asyncio.Task[None]:
-        consumer = Consumer(bootstrap_servers=broker.bootstrap_servers, group_id=unique_group,
-                            client_id=f"lite-{index + 1}", enable_auto_commit=False,
-                            auto_offset_reset="earliest", max_poll_records=BATCH, **spec["ours"][index])
+        # Named in its member id, while our members still sort before the others, in a random
+        # order among themselves, as with the default client id (the assignors rank by member id).
+        client_id = f"aiokafka-lite-{secrets.token_hex(2)}-lite-{index + 1}"
+        consumer = Consumer(bootstrap_servers=broker.bootstrap_servers, group_id=unique_group, client_id=client_id,
+                            enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=BATCH,
+                            **spec["ours"][index])
         m = OurMember(f"lite-{index + 1}", consumer, unique_topic, ledger)
         consumer.subscribe([unique_topic], listener=m)
         members.append(m)
@@ -268,7 +276,7 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
     tasks = [ours(0), ours(1), asyncio.create_task(asyncio.to_thread(
         run_confluent, broker.bootstrap_servers, unique_group, unique_topic, spec["confluent"], ledger,
         stop_confluent, confluent_assigned, confluent_history))]
-    story = lambda: _story(members, confluent_history, java, leader, broker, unique_group)  # noqa: E731
+    story = lambda: _story(members, confluent_history, java, leader, ledger, broker, unique_group)  # noqa: E731
     try:
         await asyncio.to_thread(java.start)  # the JVM takes a second or two: not on the loop
         # Every member holds partitions before any record exists, or a member slow to join (librdkafka
