@@ -173,6 +173,10 @@ def produce(target: str | Any, topic: str, records: Iterable[Record], compressio
     first records sent to a topic created a moment before. When order or exact counts matter, pass
     ``enable_idempotence=True`` (about 0.5 s more per call: librdkafka first gets a producer id);
     ProduceError then also reports any partition whose records did not land in the order given.
+
+    Records with neither key nor partition go where librdkafka's sticky partitioner puts them: one
+    partition per ``sticky.partitioning.linger.ms`` (10 ms), so a burst can leave partitions empty.
+    Name the partition (``{"value": ..., "partition": i % partitions}``) when each must get records.
     """
     conf = {"bootstrap.servers": _bootstrap_of(target), "compression.type": compression,
             "linger.ms": 5, **{k.replace("_", "."): v for k, v in producer_conf.items()}}

@@ -284,7 +284,12 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
         await _until(lambda: bool(java.assignment) and confluent_assigned.is_set()
                      and all(m.consumer.assignment() for m in members), 120,
                      lambda: f"our members, the Java one and librdkafka's holding partitions; {story()}", tasks)
-        await asyncio.to_thread(produce, broker, unique_topic, ((None, b"x" * 20) for _ in range(RECORDS)),
+        # Each record names its partition, spread evenly, so every member holding partitions has records
+        # to read: keyless ones go where librdkafka's sticky partitioner puts them, which can leave
+        # partitions empty, and a member holding only those would never take part
+        # (test_peer_partitioner.py; CI once waited here on the Java member that way).
+        await asyncio.to_thread(produce, broker, unique_topic,
+                                ({"value": b"x" * 20, "partition": i % PARTITIONS} for i in range(RECORDS)),
                                 linger_ms=20)
         progress = lambda: ledger.total() + java.consumed_count()  # noqa: E731
         # Every member commits before the group changes: a member slow to fetch (librdkafka under
