@@ -340,6 +340,34 @@ def test_cooperative_rounds_converge_without_double_ownership(
     assert max(loads) - min(loads) <= 1
 
 
+@st.composite
+def claims(draw: st.DrawFn) -> tuple[int, dict[str, Sub]]:
+    """Any claims a leader may be given: overlapping, stale, tied, or without a generation."""
+    n_partitions = draw(st.integers(1, 14))
+    members = draw(st.lists(st.sampled_from("abcde"), min_size=2, max_size=5, unique=True))
+    owned: dict[str, set[int]] = {m: set() for m in members}
+    for p in range(n_partitions):
+        for m in draw(st.lists(st.sampled_from(members), max_size=2, unique=True)):
+            owned[m].add(p)
+    return n_partitions, {m: Sub(["t"], owned_partitions=[TP("t", p) for p in sorted(owned[m])],
+                                 generation_id=draw(st.sampled_from([-1, 3, 4, 5])))
+                          for m in members}
+
+
+@settings(max_examples=500, deadline=None)
+@given(claims())
+def test_an_assignment_that_asks_nobody_to_revoke_is_complete_and_balanced(
+        given_claims: tuple[int, dict[str, Sub]]) -> None:
+    # Such an assignment starts no further round, so it is what the group keeps: were a member left
+    # short here, it would stay short (issue 40 asked whether a member could starve this way).
+    n_partitions, subs = given_claims
+    result = assigned(CooperativeStickyAssignor(), {"t": n_partitions}, subs)
+    if all(set(sub.owned_partitions) <= set(result[m]) for m, sub in subs.items()):
+        assert sorted(tp.partition for parts in result.values() for tp in parts) == list(range(n_partitions))
+        loads = [len(parts) for parts in result.values()]
+        assert max(loads) - min(loads) <= 1, result
+
+
 # -- registry -------------------------------------------------------------------------------------
 
 def test_registry_and_lookup() -> None:
