@@ -134,6 +134,7 @@ def run_confluent(bootstrap: str, group: str, topic: str, settings: dict[str, An
 
     def note(event: str, partitions: list[Any]) -> None:
         history.append(f"{time.time():.1f} {event} {sorted(tp.partition for tp in partitions)}")
+
     uncommitted: dict[int, int] = {}
 
     def commit(partitions: set[int] | None = None) -> None:
@@ -257,8 +258,6 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
     leader = LeaderLog(unique_topic)
     consumer_log = logging.getLogger("aiokafka_lite.consumer")
     level = consumer_log.level
-    consumer_log.addHandler(leader)
-    consumer_log.setLevel(logging.INFO)
 
     def ours(index: int) -> asyncio.Task[None]:
         # Named in its member id, while our members still sort before the others, in a random
@@ -277,6 +276,8 @@ async def test_mixed_group_commits_every_record_exactly_once(apache_kafka_broker
         run_confluent, broker.bootstrap_servers, unique_group, unique_topic, spec["confluent"], ledger,
         stop_confluent, confluent_assigned, confluent_history))]
     story = lambda: _story(members, confluent_history, java, leader, ledger, broker, unique_group)  # noqa: E731
+    consumer_log.addHandler(leader)  # before any member runs: they run once the test awaits
+    consumer_log.setLevel(logging.INFO)
     try:
         await asyncio.to_thread(java.start)  # the JVM takes a second or two: not on the loop
         # Every member holds partitions before any record exists, or a member slow to join (librdkafka
